@@ -1,0 +1,55 @@
+// Package testenv holds the guards that privileged tests share.
+//
+// Tests that need root, namespaces, tc, eBPF or Docker call RequireRoot (or
+// RequireDocker). On a developer's laptop without privileges they skip; in
+// CI, where .ci/run sets FABRIC_REQUIRE_PRIVILEGED=1, a skip would hide a
+// broken test, so it becomes a failure instead.
+package testenv
+
+import (
+	"context"
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+// EnvRequirePrivileged is the variable .ci/run sets.
+const EnvRequirePrivileged = "FABRIC_REQUIRE_PRIVILEGED"
+
+// Strict reports whether skips of privileged tests must fail.
+func Strict() bool { return os.Getenv(EnvRequirePrivileged) == "1" }
+
+// SkipOrFail skips t with reason, or fails it when Strict.
+func SkipOrFail(t testing.TB, reason string) {
+	t.Helper()
+	if Strict() {
+		t.Fatalf("privileged test cannot run (%s) but %s=1", reason, EnvRequirePrivileged)
+	}
+	t.Skip(reason)
+}
+
+// RequireRoot skips (or fails, in CI) unless running as root.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		SkipOrFail(t, "needs root")
+	}
+	if testing.Short() && !Strict() {
+		t.Skip("privileged test skipped in -short mode")
+	}
+}
+
+// RequireDocker skips (or fails, in CI) unless root and the Docker daemon
+// socket answers.
+func RequireDocker(t testing.TB) {
+	t.Helper()
+	RequireRoot(t)
+	d := net.Dialer{Timeout: 2 * time.Second}
+	c, err := d.DialContext(context.Background(), "unix", "/var/run/docker.sock")
+	if err != nil {
+		SkipOrFail(t, "docker daemon not reachable: "+err.Error())
+		return
+	}
+	c.Close()
+}
