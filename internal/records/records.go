@@ -81,7 +81,6 @@ type Sample struct {
 	Bytes  int64  `json:"bytes"`
 }
 
-
 // Writer appends records to a file through a buffer, so recording a flow
 // costs no syscall on the traffic path. It is safe for concurrent use.
 type Writer struct {
