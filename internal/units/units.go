@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"fabric/internal/yamlfile"
+	"go.yaml.in/yaml/v3"
 )
 
 // Rate is a link or port rate in bits per second.
@@ -61,6 +64,9 @@ func ParseRate(s string) (Rate, error) {
 	num, unit, err := splitNumber(s)
 	if err != nil {
 		return 0, fmt.Errorf("rate %q: %w (want e.g. 100Mbit, 10 Gbps)", s, err)
+	}
+	if strings.Contains(unit, "B") {
+		return 0, fmt.Errorf("rate %q: %q is a byte rate; write bits (e.g. 800Mbit for 100MB/s)", s, unit)
 	}
 	mult, ok := rateUnits[strings.ToLower(unit)]
 	if !ok {
@@ -143,4 +149,51 @@ func splitNumber(s string) (float64, string, error) {
 		return 0, "", fmt.Errorf("not a number")
 	}
 	return v, unit, nil
+}
+
+// UnmarshalYAML accepts "100Mbit", "10 Gbps" or a plain number of bits/s,
+// and reports a bad value with its line so the loader can name the field.
+func (r *Rate) UnmarshalYAML(n *yaml.Node) error {
+	v, err := ParseRate(n.Value)
+	if err != nil {
+		return yamlfile.LineError(n, "%v", err)
+	}
+	*r = v
+	return nil
+}
+
+// MarshalYAML writes the rate the way it is read.
+func (r Rate) MarshalYAML() (any, error) { return r.String(), nil }
+
+// UnmarshalYAML accepts "30KB", "1.5MB" or a plain number of bytes.
+func (s *Size) UnmarshalYAML(n *yaml.Node) error {
+	v, err := ParseSize(n.Value)
+	if err != nil {
+		return yamlfile.LineError(n, "%v", err)
+	}
+	*s = v
+	return nil
+}
+
+// MarshalYAML writes the size the way it is read.
+func (s Size) MarshalYAML() (any, error) { return s.String(), nil }
+
+// MarshalText lets rates appear as strings in JSON state and meta files.
+func (r Rate) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText is MarshalText's inverse.
+func (r *Rate) UnmarshalText(b []byte) error {
+	v, err := ParseRate(string(b))
+	*r = v
+	return err
+}
+
+// MarshalText lets sizes appear as strings in JSON.
+func (s Size) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText is MarshalText's inverse.
+func (s *Size) UnmarshalText(b []byte) error {
+	v, err := ParseSize(string(b))
+	*s = v
+	return err
 }
