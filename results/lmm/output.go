@@ -1,0 +1,134 @@
+package lmm
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"fabric/results/stats"
+)
+
+// PacketsHeader is the first line of the per-packet CSV.
+const PacketsHeader = "ingress_ns,egress_ns,latency_ns,src,dst,proto,sport,dport,ip_id,ip_len\n"
+
+// PacketWriter streams one CSV row per matched packet. Rows are formatted by
+// hand into a reused buffer: fmt would cost more than the matching itself.
+type PacketWriter struct {
+	bw  *bufio.Writer
+	buf []byte
+}
+
+// NewPacketWriter writes the header and returns a writer to w.
+func NewPacketWriter(w io.Writer) (*PacketWriter, error) {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	if _, err := bw.WriteString(PacketsHeader); err != nil {
+		return nil, err
+	}
+	return &PacketWriter{bw: bw, buf: make([]byte, 0, 128)}, nil
+}
+
+func (pw *PacketWriter) write(in, out int64, h *header) error {
+	b := pw.buf[:0]
+	b = strconv.AppendInt(b, in, 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, out, 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, out-in, 10)
+	b = append(b, ',')
+	b = appendIPv4(b, h.key.Src)
+	b = append(b, ',')
+	b = appendIPv4(b, h.key.Dst)
+	b = append(b, ',')
+	b = strconv.AppendUint(b, uint64(h.key.Proto), 10)
+	b = append(b, ',')
+	b = strconv.AppendUint(b, uint64(h.key.SPort), 10)
+	b = append(b, ',')
+	b = strconv.AppendUint(b, uint64(h.key.DPort), 10)
+	b = append(b, ',')
+	b = strconv.AppendUint(b, uint64(h.key.ID), 10)
+	b = append(b, ',')
+	b = strconv.AppendUint(b, uint64(h.ipLen), 10)
+	b = append(b, '\n')
+	pw.buf = b
+	_, err := pw.bw.Write(b)
+	return err
+}
+
+// Flush writes buffered rows.
+func (pw *PacketWriter) Flush() error { return pw.bw.Flush() }
+
+func appendIPv4(b []byte, a uint32) []byte {
+	b = strconv.AppendUint(b, uint64(a>>24), 10)
+	b = append(b, '.')
+	b = strconv.AppendUint(b, uint64(a>>16&0xff), 10)
+	b = append(b, '.')
+	b = strconv.AppendUint(b, uint64(a>>8&0xff), 10)
+	b = append(b, '.')
+	return strconv.AppendUint(b, uint64(a&0xff), 10)
+}
+
+// Files names the outputs of one LMM measurement in a directory.
+type Files struct {
+	Packets string // NAME.packets.csv: one row per matched packet
+	CDF     string // NAME.cdf.csv: latency_us,fraction
+	Summary string // NAME.summary.json: counts and statistics
+}
+
+// FilesFor returns the output names for measurement name in dir.
+func FilesFor(dir, name string) Files {
+	base := filepath.Join(dir, name)
+	return Files{Packets: base + ".packets.csv", CDF: base + ".cdf.csv", Summary: base + ".summary.json"}
+}
+
+// Summary is what NAME.summary.json holds; report reads it back.
+type Summary struct {
+	Name    string        `json:"name"`
+	Ingress []string      `json:"ingress"`
+	Egress  string        `json:"egress"`
+	Mode    string        `json:"mode"`
+	Counts  Counts        `json:"counts"`
+	US      stats.Summary `json:"latency_us"` // microseconds
+}
+
+// cdfPoints bounds the CDF file: 2000 exact steps draw a smooth curve and
+// keep the file small even for millions of packets.
+const cdfPoints = 2000
+
+// writeSummary writes the CDF and summary files of r.
+func writeSummary(f Files, s Summary, r *Result) error {
+	us := make([]float64, len(r.sorted))
+	for i, v := range r.sorted {
+		us[i] = v / 1e3
+	}
+	cdf, err := os.Create(f.CDF)
+	if err != nil {
+		return err
+	}
+	err = stats.WriteCDF(cdf, "latency_us", stats.CDF(us, cdfPoints))
+	if err = errors.Join(err, cdf.Close()); err != nil {
+		return fmt.Errorf("lmm: %s: %w", f.CDF, err)
+	}
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(f.Summary, append(b, '\n'), 0o644)
+}
+
+// ReadSummary reads a NAME.summary.json file.
+func ReadSummary(path string) (*Summary, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var s Summary
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &s, nil
+}
