@@ -169,7 +169,7 @@ func TestProbeModeAndCounters(t *testing.T) {
 	ms := int64(time.Millisecond)
 	probe := func(i byte) []byte { big[0] = i; return frame(1, 3, uint16(i), 4000, 7, big) }
 	m.Ingress(0, probe(1))
-	m.Egress(30_000, routed(probe(1)))                   // matched, 30 µs
+	m.Egress(30_000, routed(probe(1)))                    // matched, 30 µs
 	m.Ingress(10, frame(1, 3, 9, 4000, 7, []byte("ack"))) // small UDP: not a probe
 	m.Ingress(20, []byte{1, 2, 3})                        // truncated
 	m.Ingress(100, probe(2))                              // dropped in the switch

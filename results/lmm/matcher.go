@@ -240,9 +240,9 @@ func (m *Matcher) evict(e fifoEntry) {
 
 // Result is the outcome of one match.
 type Result struct {
-	Mode   string         `json:"mode"`
-	Counts Counts         `json:"counts"`
-	NS     stats.Summary  `json:"latency_ns"` // switch latency statistics, nanoseconds
+	Mode   string        `json:"mode"`
+	Counts Counts        `json:"counts"`
+	NS     stats.Summary `json:"latency_ns"` // switch latency statistics, nanoseconds
 	sorted []float64
 }
 
