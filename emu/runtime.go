@@ -63,11 +63,17 @@ func Runtime(name string) (HostRuntime, error) {
 	if r, ok := runtimes[name]; ok {
 		return r, nil
 	}
-	return nil, fmt.Errorf("unknown host runtime %q (have %v; the docker runtime needs the fabric/hosts package imported)", name, RuntimeNames())
+	return nil, fmt.Errorf("unknown host runtime %q (have %s and %v; the docker runtime needs the fabric/hosts package imported)", name, DefaultRuntime, runtimeNames())
 }
 
 // RuntimeNames lists the registered runtimes.
 func RuntimeNames() []string {
+	runtimesMu.RLock()
+	defer runtimesMu.RUnlock()
+	return runtimeNames()
+}
+
+func runtimeNames() []string {
 	var names []string
 	for n := range runtimes {
 		names = append(names, n)

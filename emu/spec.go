@@ -1,0 +1,261 @@
+package emu
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"fabric/internal/units"
+	"fabric/internal/yamlfile"
+	"fabric/tc"
+)
+
+// Spec is a lab file as written by the user (see examples/*.yaml and
+// README "Lab files"). Load reads and validates it; Resolve turns it into a
+// Graph of nodes, interfaces, addresses and routes.
+type Spec struct {
+	Name     string       `yaml:"name" json:"name"`
+	Topology TopologySpec `yaml:"topology" json:"topology"`
+	Links    LinksSpec    `yaml:"links,omitempty" json:"links,omitempty"`
+	Ports    tc.PortsSpec `yaml:"ports,omitempty" json:"ports,omitempty"`
+	Hosts    HostsSpec    `yaml:"hosts,omitempty" json:"hosts,omitempty"`
+
+	// File is where the spec was read from ("" for specs built in Go).
+	File string `yaml:"-" json:"file,omitempty"`
+	doc  *yamlfile.Doc
+}
+
+// Topology kinds.
+const (
+	KindFatTree   = "fattree"
+	KindLeafSpine = "leafspine"
+	KindStar      = "star"
+	KindDumbbell  = "dumbbell"
+	KindCustom    = "custom"
+)
+
+// TopologySpec selects a generator and its parameters.
+type TopologySpec struct {
+	Kind string `yaml:"kind" json:"kind"`
+
+	K int `yaml:"k,omitempty" json:"k,omitempty"` // fattree: even, ≥ 4
+
+	Leaves       int `yaml:"leaves,omitempty" json:"leaves,omitempty"` // leafspine
+	Spines       int `yaml:"spines,omitempty" json:"spines,omitempty"`
+	HostsPerLeaf int `yaml:"hosts_per_leaf,omitempty" json:"hosts_per_leaf,omitempty"`
+
+	Hosts int `yaml:"hosts,omitempty" json:"hosts,omitempty"` // star
+
+	Left  int `yaml:"left,omitempty" json:"left,omitempty"` // dumbbell: hosts on each side
+	Right int `yaml:"right,omitempty" json:"right,omitempty"`
+
+	Nodes map[string]NodeSpec `yaml:"nodes,omitempty" json:"nodes,omitempty"` // custom
+	Links []LinkSpec          `yaml:"links,omitempty" json:"links,omitempty"`
+}
+
+// NodeSpec is one node of a custom topology.
+type NodeSpec struct {
+	Kind    string `yaml:"kind" json:"kind"`                       // host | switch
+	Tier    string `yaml:"tier,omitempty" json:"tier,omitempty"`   // switch tier for `ports.tiers`
+	Address string `yaml:"address,omitempty" json:"address,omitempty"` // host IPv4, e.g. 10.9.0.2/24 (gateway .1)
+}
+
+// LinkSpec is one link of a custom topology, containerlab style.
+type LinkSpec struct {
+	Endpoints []string    `yaml:"endpoints" json:"endpoints"` // ["h1:eth0", "s1:eth1"]
+	Rate      *units.Rate `yaml:"rate,omitempty" json:"rate,omitempty"`
+	MTU       int         `yaml:"mtu,omitempty" json:"mtu,omitempty"`
+}
+
+// LinkDefaults are rate and MTU for a class of links.
+type LinkDefaults struct {
+	Rate     *units.Rate `yaml:"rate,omitempty" json:"rate,omitempty"`
+	MTU      int         `yaml:"mtu,omitempty" json:"mtu,omitempty"`
+	Offloads *bool       `yaml:"offloads,omitempty" json:"offloads,omitempty"` // TSO/GSO/GRO; off unless true
+}
+
+// LinksSpec holds link defaults, overridable for host links (host to
+// switch) and fabric links (switch to switch), and then per custom link.
+type LinksSpec struct {
+	LinkDefaults `yaml:",inline"`
+	Host         LinkDefaults `yaml:"host,omitempty" json:"host,omitempty"`
+	Fabric       LinkDefaults `yaml:"fabric,omitempty" json:"fabric,omitempty"`
+}
+
+// HostsSpec sets how hosts run and what their NICs look like.
+type HostsSpec struct {
+	Runtime string            `yaml:"runtime,omitempty" json:"runtime,omitempty"` // netns (default) | docker
+	Image   string            `yaml:"image,omitempty" json:"image,omitempty"`     // docker image
+	Sysctls map[string]string `yaml:"sysctls,omitempty" json:"sysctls,omitempty"` // applied in every host namespace
+	NIC     tc.PortSpec       `yaml:"nic,omitempty" json:"nic,omitempty"`         // host egress queue
+}
+
+// Defaults that apply when a lab file does not say.
+const (
+	DefaultRate    = 100 * units.Mbit // what a k=4 fat tree can carry on 2 cores (DESIGN.md)
+	DefaultMTU     = 1500
+	DefaultRuntime = "netns"
+	maxLabName     = 24
+)
+
+var (
+	labNameRE  = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+	nodeNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
+	ifNameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
+)
+
+// Load reads and validates a lab file. Every error names the file, the
+// line and the field, and is an *yamlfile.Error.
+func Load(file string) (*Spec, error) {
+	var s Spec
+	doc, err := yamlfile.Load(file, &s)
+	if err != nil {
+		return nil, err
+	}
+	s.File, s.doc = file, doc
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// Parse is Load for bytes already in memory; file names them in errors.
+func Parse(file string, data []byte) (*Spec, error) {
+	var s Spec
+	doc, err := yamlfile.Decode(file, data, &s)
+	if err != nil {
+		return nil, err
+	}
+	s.File, s.doc = file, doc
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// Validate checks the spec and resolves it once, so that every error a
+// build could hit for bad input is found before anything is created. For
+// specs read from a file, errors carry the file and line.
+func (s *Spec) Validate() error {
+	err := s.validate()
+	if err == nil {
+		_, err = s.Resolve()
+	}
+	if err == nil {
+		return nil
+	}
+	if s.doc != nil {
+		return s.doc.Wrap(err)
+	}
+	return err
+}
+
+func (s *Spec) validate() error {
+	switch {
+	case s.Name == "":
+		return yamlfile.Field("name", "is required (a lab name such as ft4)")
+	case len(s.Name) > maxLabName || !labNameRE.MatchString(s.Name):
+		return yamlfile.Field("name", "%q must be 1-%d characters of a-z, 0-9 and '-', starting with a letter or digit", s.Name, maxLabName)
+	}
+	if err := yamlfile.In("links", s.Links.validate()); err != nil {
+		return err
+	}
+	if s.Hosts.Runtime != "" && s.Hosts.Runtime != DefaultRuntime {
+		if _, err := Runtime(s.Hosts.Runtime); err != nil {
+			return yamlfile.Field("hosts.runtime", "%v", err)
+		}
+	}
+	if s.Hosts.Runtime == DefaultRuntime && s.Hosts.Image != "" {
+		return yamlfile.Field("hosts.image", "is only used with runtime: docker")
+	}
+	for _, k := range sortedKeys(s.Hosts.Sysctls) {
+		if !validSysctl(k) {
+			return yamlfile.Field("hosts.sysctls."+k, "not a namespaced network sysctl (want net.ipv4.* , net.ipv6.* or net.core.*)")
+		}
+	}
+	return nil
+}
+
+func (l LinksSpec) validate() error {
+	for path, d := range map[string]LinkDefaults{"": l.LinkDefaults, "host": l.Host, "fabric": l.Fabric} {
+		if d.MTU != 0 && (d.MTU < 576 || d.MTU > 65535) {
+			p := "mtu"
+			if path != "" {
+				p = path + ".mtu"
+			}
+			return yamlfile.Field(p, "%d is out of range (576-65535)", d.MTU)
+		}
+	}
+	return nil
+}
+
+// validSysctl accepts the network sysctls that are per namespace. Dots
+// and slashes separate levels; ".." would escape /proc/sys.
+func validSysctl(k string) bool {
+	if strings.Contains(k, "..") || strings.ContainsAny(k, " \t") {
+		return false
+	}
+	for _, p := range []string{"net.ipv4.", "net.ipv6.", "net.core.", "net/ipv4/", "net/ipv6/", "net/core/"} {
+		if strings.HasPrefix(k, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// NetNSName is the namespace name of node in lab. Lab names have no dots,
+// so the prefix "fab.<lab>." identifies a lab's namespaces exactly.
+func NetNSName(lab, node string) string { return nsPrefix + lab + "." + node }
+
+// NetNSPath is where NetNSName is bind-mounted.
+func NetNSPath(lab, node string) string { return netnsDir + "/" + NetNSName(lab, node) }
+
+const (
+	nsPrefix = "fab."
+	netnsDir = "/run/netns"
+)
+
+// labOfNetNS returns the lab a namespace name belongs to.
+func labOfNetNS(name string) (string, bool) {
+	if !strings.HasPrefix(name, nsPrefix) {
+		return "", false
+	}
+	rest := name[len(nsPrefix):]
+	i := strings.IndexByte(rest, '.')
+	if i <= 0 {
+		return "", false
+	}
+	return rest[:i], true
+}
+
+func (s *Spec) runtime() string {
+	if s.Hosts.Runtime == "" {
+		return DefaultRuntime
+	}
+	return s.Hosts.Runtime
+}
+
+// String summarises the topology ("fattree k=4").
+func (t TopologySpec) String() string {
+	switch t.Kind {
+	case KindFatTree:
+		return fmt.Sprintf("fattree k=%d", t.K)
+	case KindLeafSpine:
+		return fmt.Sprintf("leafspine %d leaves × %d spines, %d hosts/leaf", t.Leaves, t.Spines, t.HostsPerLeaf)
+	case KindStar:
+		return fmt.Sprintf("star %d hosts", t.Hosts)
+	case KindDumbbell:
+		return fmt.Sprintf("dumbbell %d+%d hosts", t.Left, t.Right)
+	}
+	return fmt.Sprintf("custom %d nodes, %d links", len(t.Nodes), len(t.Links))
+}
