@@ -56,8 +56,8 @@ type TopologySpec struct {
 
 // NodeSpec is one node of a custom topology.
 type NodeSpec struct {
-	Kind    string `yaml:"kind" json:"kind"`                       // host | switch
-	Tier    string `yaml:"tier,omitempty" json:"tier,omitempty"`   // switch tier for `ports.tiers`
+	Kind    string `yaml:"kind" json:"kind"`                           // host | switch
+	Tier    string `yaml:"tier,omitempty" json:"tier,omitempty"`       // switch tier for `ports.tiers`
 	Address string `yaml:"address,omitempty" json:"address,omitempty"` // host IPv4, e.g. 10.9.0.2/24 (gateway .1)
 }
 
