@@ -327,8 +327,8 @@ func (p *Pair) Send(cc string, port int, d time.Duration) (Transfer, error) {
 	}
 	defer l.Close()
 	type recv struct {
-		n  int64
-		cc string
+		n   int64
+		cc  string
 		err error
 	}
 	got := make(chan recv, 1)
