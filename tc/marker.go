@@ -1,0 +1,302 @@
+package tc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// BPFRoot holds one directory per lab with the lab's pinned port maps, so
+// that `fabric port set` and `fabric status --ports` in another process
+// find the parameters and counters of a running lab.
+const BPFRoot = "/sys/fs/bpf/fabric"
+
+// Values of port_cfg.marker and port_key.dir (tc/bpf/port.bpf.c).
+const (
+	markNone    = 0
+	markECN     = 1
+	markPhantom = 2
+
+	dirEgress  = 0
+	dirPhantom = 1
+)
+
+// filterPrio is the tc filter priority of fabric's port programs on
+// clsact. Other users of the same hooks (the host pacer) take other
+// priorities, so Apply never replaces their filters.
+const filterPrio = 0x100
+
+var loaded = struct {
+	sync.Mutex
+	labs map[string]*portObjects
+}{labs: map[string]*portObjects{}}
+
+// labObjects loads the port programs once per lab and process. The maps
+// are pinned by name under BPFRoot/<lab>, so a later process (or a second
+// load after a crash) shares them; every port of the lab attaches the same
+// two programs by file descriptor and differs only by its map key.
+func labObjects(lab string) (*portObjects, error) {
+	loaded.Lock()
+	defer loaded.Unlock()
+	if o := loaded.labs[lab]; o != nil {
+		return o, nil
+	}
+	dir, err := labPinDir(lab, true)
+	if err != nil {
+		return nil, err
+	}
+	var o portObjects
+	if err := loadPortObjects(&o, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}}); err != nil {
+		return nil, fmt.Errorf("load port programs for lab %s: %w", lab, err)
+	}
+	loaded.labs[lab] = &o
+	return &o, nil
+}
+
+func labPinDir(lab string, create bool) (string, error) {
+	if lab == "" || strings.ContainsAny(lab, "/.") {
+		return "", fmt.Errorf("lab name %q cannot name a pin directory", lab)
+	}
+	dir := filepath.Join(BPFRoot, lab)
+	if !create {
+		return dir, nil
+	}
+	if err := ensureBPFFS(); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("pin directory: %w", err)
+	}
+	return dir, nil
+}
+
+// ensureBPFFS mounts the BPF filesystem at /sys/fs/bpf when nothing is
+// mounted there yet (minimal hosts and CI containers).
+func ensureBPFFS() error {
+	const mnt = "/sys/fs/bpf"
+	var st unix.Statfs_t
+	if err := unix.Statfs(mnt, &st); err == nil && st.Type == unix.BPF_FS_MAGIC {
+		return nil
+	}
+	if err := unix.Mount("bpf", mnt, "bpf", 0, "mode=0700"); err != nil && !errors.Is(err, unix.EBUSY) {
+		return fmt.Errorf("mount bpffs at %s: %w", mnt, err)
+	}
+	return nil
+}
+
+// labMaps opens the pinned maps of a running lab (from any process).
+type labMaps struct{ cfg, state *ebpf.Map }
+
+func openLabMaps(lab string) (*labMaps, error) {
+	loaded.Lock()
+	o := loaded.labs[lab]
+	loaded.Unlock()
+	if o != nil {
+		return &labMaps{o.PortCfgs, o.PortStates}, nil
+	}
+	dir, err := labPinDir(lab, false)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := ebpf.LoadPinnedMap(filepath.Join(dir, "port_cfgs"), nil)
+	if err != nil {
+		return nil, fmt.Errorf("lab %s has no port programs loaded (%w)", lab, err)
+	}
+	state, err := ebpf.LoadPinnedMap(filepath.Join(dir, "port_states"), nil)
+	if err != nil {
+		cfg.Close()
+		return nil, fmt.Errorf("lab %s: %w", lab, err)
+	}
+	return &labMaps{cfg, state}, nil
+}
+
+// close releases maps opened from pins (not the process's loaded ones).
+func (m *labMaps) close(lab string) {
+	loaded.Lock()
+	defer loaded.Unlock()
+	if loaded.labs[lab] != nil {
+		return
+	}
+	m.cfg.Close()
+	m.state.Close()
+}
+
+// portKey names a port hook for the programs.
+func portKey(c *nsConn, ifindex int, dir uint32) (portPortKey, error) {
+	cookie, err := c.cookie()
+	return portPortKey{NetnsCookie: cookie, Ifindex: uint32(ifindex), Dir: dir}, err
+}
+
+func applyPrograms(ctx context.Context, c *nsConn, link netlink.Link, t Target, p Port) error {
+	if !p.needsProgram() && p.Phantom == nil {
+		return forgetPort(ctx, c, link, t)
+	}
+	o, err := labObjects(t.Lab)
+	if err != nil {
+		return err
+	}
+	ifindex := link.Attrs().Index
+	if p.needsProgram() {
+		cfg := portPortCfg{DrainBps: uint64(p.Rate.BytesPerSecond()), BandOf: p.BandOf}
+		if p.Bands > 1 {
+			cfg.Bands = uint32(p.Bands)
+		}
+		if p.ECN != nil {
+			cfg.Marker = markECN
+			cfg.Threshold = uint32(p.ECN.Threshold)
+			// The virtual queue models every band's fifo together.
+			cfg.Cap = uint32(p.BufferBytes()) * uint32(p.Bands)
+		}
+		if err := attach(c, ifindex, netlink.HANDLE_MIN_EGRESS, o.PortEgress); err != nil {
+			return err
+		}
+		if err := setPort(c, o.PortCfgs, o.PortStates, ifindex, dirEgress, cfg); err != nil {
+			return err
+		}
+	}
+	if p.Phantom != nil {
+		if t.PeerNetNS == "" || t.PeerIfname == "" {
+			return fmt.Errorf("marking.phantom needs the peer end of the link (Target.PeerNetNS/PeerIfname)")
+		}
+		pc, err := openNS(t.PeerNetNS)
+		if err != nil {
+			return fmt.Errorf("phantom queue at %s:%s: %w", t.PeerNode, t.PeerIfname, err)
+		}
+		defer pc.Close()
+		peer, err := pc.h.LinkByName(t.PeerIfname)
+		if err != nil {
+			return fmt.Errorf("phantom queue at %s:%s: %w", t.PeerNode, t.PeerIfname, err)
+		}
+		cfg := portPortCfg{
+			Marker:    markPhantom,
+			DrainBps:  uint64(p.Rate.BytesPerSecond() * p.Phantom.Drain),
+			Threshold: uint32(p.Phantom.Threshold),
+		}
+		if err := attach(pc, peer.Attrs().Index, netlink.HANDLE_MIN_INGRESS, o.PortPhantom); err != nil {
+			return err
+		}
+		if err := setPort(pc, o.PortCfgs, o.PortStates, peer.Attrs().Index, dirPhantom, cfg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// attach adds clsact (if missing) and points fabric's filter on hook
+// (ingress or egress) at prog.
+func attach(c *nsConn, ifindex int, hook uint32, prog *ebpf.Program) error {
+	clsact := &netlink.Clsact{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: ifindex, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT}}
+	if err := c.h.QdiscAdd(clsact); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("clsact: %w", err)
+	}
+	f := &netlink.BpfFilter{
+		FilterAttrs: netlink.FilterAttrs{
+			LinkIndex: ifindex, Parent: hook, Handle: 1,
+			Priority: filterPrio, Protocol: unix.ETH_P_ALL,
+		},
+		Fd: prog.FD(), Name: "fabric_port", DirectAction: true,
+	}
+	if err := c.h.FilterReplace(f); err != nil {
+		return fmt.Errorf("attach %s: %w", prog, err)
+	}
+	return nil
+}
+
+// setPort writes a port's parameters and resets its counters.
+func setPort(c *nsConn, cfgs, states *ebpf.Map, ifindex int, dir uint32, cfg portPortCfg) error {
+	key, err := portKey(c, ifindex, dir)
+	if err != nil {
+		return err
+	}
+	if err := states.Update(&key, &portPortState{}, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("port state: %w", err)
+	}
+	if err := cfgs.Update(&key, &cfg, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("port parameters: %w", err)
+	}
+	return nil
+}
+
+// forgetPort drops a port's egress entries when it is re-applied without
+// programs; without an entry the attached program passes packets untouched.
+func forgetPort(_ context.Context, c *nsConn, link netlink.Link, t Target) error {
+	loaded.Lock()
+	o := loaded.labs[t.Lab]
+	loaded.Unlock()
+	if o == nil {
+		return nil
+	}
+	key, err := portKey(c, link.Attrs().Index, dirEgress)
+	if err != nil {
+		return err
+	}
+	for _, m := range []*ebpf.Map{o.PortCfgs, o.PortStates} {
+		if err := m.Delete(&key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// ForgetLab removes what a lab left outside its namespaces: the pinned
+// port maps under BPFRoot/<lab> and this process's loaded programs
+// (attached programs die with their namespaces). It succeeds when nothing
+// exists. ForgetLab("") forgets every lab under BPFRoot that has no
+// namespace left in /run/netns (fab.<lab>.*), which is what `down --all`
+// after a crash needs and never touches a lab that is still up.
+func ForgetLab(lab string) error {
+	if lab == "" {
+		labs, err := ListLabs()
+		if err != nil {
+			return err
+		}
+		var errs []error
+		for _, l := range labs {
+			if live, _ := filepath.Glob("/run/netns/fab." + l + ".*"); len(live) > 0 {
+				continue
+			}
+			errs = append(errs, ForgetLab(l))
+		}
+		return errors.Join(errs...)
+	}
+	dir, err := labPinDir(lab, false)
+	if err != nil {
+		return err
+	}
+	loaded.Lock()
+	if o := loaded.labs[lab]; o != nil {
+		o.Close()
+		delete(loaded.labs, lab)
+	}
+	loaded.Unlock()
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("forget lab %s: %w", lab, err)
+	}
+	return nil
+}
+
+// ListLabs names the labs that have pinned port maps.
+func ListLabs() ([]string, error) {
+	entries, err := os.ReadDir(BPFRoot)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var labs []string
+	for _, e := range entries {
+		if e.IsDir() {
+			labs = append(labs, e.Name())
+		}
+	}
+	return labs, nil
+}

@@ -1,0 +1,284 @@
+package tc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+
+	"fabric/internal/units"
+	"fabric/internal/yamlfile"
+)
+
+// SettableKeys are the port settings Set changes on a running lab.
+var SettableKeys = []string{
+	"rate", "buffer",
+	"marking.ecn.threshold",
+	"marking.phantom.drain", "marking.phantom.threshold",
+}
+
+// Set retunes one setting of a running port without touching its links:
+// marker parameters are rewritten in the lab's BPF map (the programs read
+// them on the next packet), rate and buffer are changed in place on the
+// HTB classes and fifos. A bad key or value is a FieldError on key.
+func Set(ctx context.Context, t Target, key, value string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	value = strings.TrimSpace(value)
+	switch key {
+	case "rate":
+		r, err := units.ParseRate(value)
+		if err != nil {
+			return yamlfile.Field(key, "%v", err)
+		}
+		return setRate(t, r)
+	case "buffer":
+		b, err := ParseBuffer(value)
+		if err != nil {
+			return yamlfile.Field(key, "%v", err)
+		}
+		return setBuffer(t, b)
+	case "marking.ecn.threshold":
+		k, err := positiveSize(key, value)
+		if err != nil {
+			return err
+		}
+		return updateMarker(t, dirEgress, markECN, key, func(c *portPortCfg) error {
+			if c.Cap != 0 && uint64(k) > uint64(c.Cap) {
+				return yamlfile.Field(key, "%s is larger than the port's buffer (%d bytes)", k, c.Cap)
+			}
+			c.Threshold = uint32(k)
+			return nil
+		})
+	case "marking.phantom.threshold":
+		k, err := positiveSize(key, value)
+		if err != nil {
+			return err
+		}
+		return updateMarker(t, dirPhantom, markPhantom, key, func(c *portPortCfg) error {
+			c.Threshold = uint32(k)
+			return nil
+		})
+	case "marking.phantom.drain":
+		d, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return yamlfile.Field(key, "want a number such as 0.95, got %q", value)
+		}
+		if err := checkDrain(d); err != nil {
+			return yamlfile.In(key, err)
+		}
+		rate, err := portRate(t)
+		if err != nil {
+			return err
+		}
+		return updateMarker(t, dirPhantom, markPhantom, key, func(c *portPortCfg) error {
+			c.DrainBps = uint64(rate.BytesPerSecond() * d)
+			return nil
+		})
+	}
+	return yamlfile.Field(key, "cannot be set on a running port; settable: %s", strings.Join(SettableKeys, ", "))
+}
+
+func positiveSize(key, value string) (units.Size, error) {
+	k, err := units.ParseSize(value)
+	if err != nil {
+		return 0, yamlfile.Field(key, "%v", err)
+	}
+	if k == 0 || k > 1<<32-1 {
+		return 0, yamlfile.Field(key, "must be between 1 byte and 4 GB, got %s", value)
+	}
+	return k, nil
+}
+
+// updateMarker rewrites the marker parameters of one hook. The map value is
+// replaced as a whole, so a program sees either the old or the new
+// parameters, never a mix; the virtual queue itself carries on.
+func updateMarker(t Target, dir, marker uint32, key string, change func(*portPortCfg) error) error {
+	ns, ifname := t.NetNS, t.Ifname
+	if dir == dirPhantom {
+		ns, ifname = t.PeerNetNS, t.PeerIfname
+	}
+	if ns == "" {
+		return fmt.Errorf("port %s: the far end of the link is unknown", t)
+	}
+	c, err := openNS(ns)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	link, err := c.h.LinkByName(ifname)
+	if err != nil {
+		return fmt.Errorf("port %s: %w", t, err)
+	}
+	maps, err := openLabMaps(t.Lab)
+	if err != nil {
+		return yamlfile.Field(key, "port %s has no marker: %v", t, err)
+	}
+	defer maps.close(t.Lab)
+	k, err := portKey(c, link.Attrs().Index, dir)
+	if err != nil {
+		return err
+	}
+	var cfg portPortCfg
+	if err := maps.cfg.Lookup(&k, &cfg); err != nil || cfg.Marker != marker {
+		if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+		section, _, _ := strings.Cut(strings.TrimPrefix(key, "marking."), ".")
+		return yamlfile.Field(key, "port %s was built without marking.%s; markers are chosen when the lab is created", t, section)
+	}
+	if err := change(&cfg); err != nil {
+		return err
+	}
+	return maps.cfg.Update(&k, &cfg, ebpf.UpdateExist)
+}
+
+// portRate reads the port's rate from its HTB tree (the class that carries
+// the whole port: 1:1 with bands, else the single leaf).
+func portRate(t Target) (units.Rate, error) {
+	c, err := openNS(t.NetNS)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	link, err := c.h.LinkByName(t.Ifname)
+	if err != nil {
+		return 0, err
+	}
+	classes, err := htbClasses(c, link)
+	if err != nil {
+		return 0, err
+	}
+	return classes.portRate(), nil
+}
+
+type htbTree []*netlink.HtbClass
+
+func htbClasses(c *nsConn, link netlink.Link) (htbTree, error) {
+	list, err := c.h.ClassList(link, 0)
+	if err != nil {
+		return nil, err
+	}
+	var out htbTree
+	for _, cl := range list {
+		if h, ok := cl.(*netlink.HtbClass); ok {
+			out = append(out, h)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s has no fabric port (no HTB classes)", link.Attrs().Name)
+	}
+	return out, nil
+}
+
+// portRate is the ceiling every class shares: the port rate (bytes/s in
+// the dump).
+func (tr htbTree) portRate() units.Rate { return units.Rate(tr[0].Ceil * 8) }
+
+func setRate(t Target, r units.Rate) error {
+	c, err := openNS(t.NetNS)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	link, err := c.h.LinkByName(t.Ifname)
+	if err != nil {
+		return err
+	}
+	tree, err := htbClasses(c, link)
+	if err != nil {
+		return err
+	}
+	old := tree.portRate()
+	scale := float64(r) / float64(old)
+	p := Port{MTU: link.Attrs().MTU, Rate: r}
+	for _, cl := range tree {
+		a := cl.Attrs()
+		rate := uint64(float64(cl.Rate*8) * scale)
+		weight := max(1, int(cl.Quantum)/(p.MTU+frameOverhead))
+		nc := p.htbClass(a.LinkIndex, a.Parent, a.Handle, max(rate, 8000), cl.Prio, weight)
+		if err := c.h.ClassChange(nc); err != nil {
+			return fmt.Errorf("port %s: rate of class %x: %w", t, a.Handle, err)
+		}
+	}
+	// The markers drain in proportion to the port rate.
+	maps, err := openLabMaps(t.Lab)
+	if err != nil {
+		return nil // plain port: nothing else to change
+	}
+	defer maps.close(t.Lab)
+	rescale := func(cc *nsConn, ifindex int, dir uint32) error {
+		k, err := portKey(cc, ifindex, dir)
+		if err != nil {
+			return err
+		}
+		var cfg portPortCfg
+		if err := maps.cfg.Lookup(&k, &cfg); err != nil {
+			return nil
+		}
+		cfg.DrainBps = uint64(float64(cfg.DrainBps) * scale)
+		return maps.cfg.Update(&k, &cfg, ebpf.UpdateExist)
+	}
+	if err := rescale(c, link.Attrs().Index, dirEgress); err != nil {
+		return err
+	}
+	if t.PeerNetNS != "" {
+		pc, err := openNS(t.PeerNetNS)
+		if err != nil {
+			return err
+		}
+		defer pc.Close()
+		peer, err := pc.h.LinkByName(t.PeerIfname)
+		if err != nil {
+			return err
+		}
+		return rescale(pc, peer.Attrs().Index, dirPhantom)
+	}
+	return nil
+}
+
+func setBuffer(t Target, b Buffer) error {
+	c, err := openNS(t.NetNS)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	link, err := c.h.LinkByName(t.Ifname)
+	if err != nil {
+		return err
+	}
+	qs, err := c.h.QdiscList(link)
+	if err != nil {
+		return err
+	}
+	mtu := link.Attrs().MTU
+	if b.bytesAt(mtu) < units.Size(mtu+frameOverhead) {
+		return yamlfile.Field("buffer", "%s cannot hold one full-size frame", b)
+	}
+	n := 0
+	for _, q := range qs {
+		a := q.Attrs()
+		if a.Parent>>16 != rootMajor || a.Parent&0xffff < leafBase {
+			continue
+		}
+		f := fifoLeaf{ifindex: a.LinkIndex, handle: a.Handle, parent: a.Parent}
+		if b.Packets > 0 {
+			f.packets, f.limit = true, uint32(b.Packets)
+		} else {
+			f.limit = uint32(b.Bytes)
+		}
+		if err := c.replaceFifo(f); err != nil {
+			return fmt.Errorf("port %s: %w", t, err)
+		}
+		n++
+	}
+	if n == 0 {
+		return fmt.Errorf("port %s: no fabric fifo found", t)
+	}
+	return nil
+}

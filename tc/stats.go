@@ -1,0 +1,166 @@
+package tc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// PortStats are a port's counters: the qdisc tree's (what left the port,
+// what the buffer dropped, what is queued now) and the markers'.
+type PortStats struct {
+	Port      string       `json:"port"` // node:ifname
+	Bytes     uint64       `json:"bytes"`
+	Packets   uint64       `json:"packets"`
+	Drops     uint64       `json:"drops"`
+	Backlog   uint64       `json:"backlog_bytes"` // queued now, all bands
+	QueuedPkt uint64       `json:"backlog_packets"`
+	Overlimit uint64       `json:"overlimits"` // times HTB had to wait for tokens
+	Bands     []BandStats  `json:"bands,omitempty"`
+	ECN       *MarkerStats `json:"ecn,omitempty"`
+	Phantom   *MarkerStats `json:"phantom,omitempty"`
+	// At is when the counters were read (CLOCK_MONOTONIC ns, the clock of
+	// the markers' virtual queues).
+	At int64 `json:"at_ns"`
+}
+
+// BandStats are one band's fifo counters.
+type BandStats struct {
+	Band    int    `json:"band"`
+	Bytes   uint64 `json:"bytes"`
+	Packets uint64 `json:"packets"`
+	Drops   uint64 `json:"drops"`
+	Backlog uint64 `json:"backlog_bytes"`
+}
+
+// MarkerStats are a marker's counters and its virtual queue.
+type MarkerStats struct {
+	Packets uint64 `json:"packets"` // packets seen
+	Bytes   uint64 `json:"bytes"`
+	ECT     uint64 `json:"ect"`   // of which ECN-capable
+	Marks   uint64 `json:"marks"` // CE marks set
+	// VQ is the virtual queue drained to time At, bytes; VQMax its peak.
+	VQ    uint64 `json:"vq_bytes"`
+	VQMax uint64 `json:"vq_max_bytes"`
+	// DrainBps and Threshold are the marker's live parameters.
+	DrainBps  uint64 `json:"drain_bytes_per_s"`
+	Threshold uint64 `json:"threshold_bytes"`
+}
+
+// Stats reads the counters of the port t.
+func Stats(ctx context.Context, t Target) (PortStats, error) {
+	st := PortStats{Port: t.String()}
+	c, err := openNS(t.NetNS)
+	if err != nil {
+		return st, err
+	}
+	defer c.Close()
+	link, err := c.h.LinkByName(t.Ifname)
+	if err != nil {
+		return st, fmt.Errorf("port %s: %w", t, err)
+	}
+	qs, err := c.h.QdiscList(link)
+	if err != nil {
+		return st, fmt.Errorf("port %s: %w", t, err)
+	}
+	st.At = monotonicNow()
+	for _, q := range qs {
+		a := q.Attrs()
+		s := a.Statistics
+		if s == nil {
+			continue
+		}
+		switch {
+		case a.Handle == netlink.MakeHandle(rootMajor, 0):
+			st.Bytes, st.Packets = s.Basic.Bytes, uint64(s.Basic.Packets)
+			st.Drops, st.Overlimit = uint64(s.Queue.Drops), uint64(s.Queue.Overlimits)
+			st.Backlog, st.QueuedPkt = uint64(s.Queue.Backlog), uint64(s.Queue.Qlen)
+		case a.Parent>>16 == rootMajor && a.Parent&0xffff >= leafBase:
+			st.Bands = append(st.Bands, BandStats{
+				Band: int(a.Parent&0xffff) - leafBase, Bytes: s.Basic.Bytes, Packets: uint64(s.Basic.Packets),
+				Drops: uint64(s.Queue.Drops), Backlog: uint64(s.Queue.Backlog),
+			})
+		}
+	}
+	maps, err := openLabMaps(t.Lab)
+	if err != nil {
+		// A lab of plain ports never loads the marker programs.
+		if errors.Is(err, os.ErrNotExist) {
+			return st, nil
+		}
+		return st, err
+	}
+	defer maps.close(t.Lab)
+	st.ECN, err = readMarker(maps, c, link.Attrs().Index, dirEgress, markECN, st.At)
+	if err != nil {
+		return st, err
+	}
+	if t.PeerNetNS != "" {
+		pc, err := openNS(t.PeerNetNS)
+		if err != nil {
+			return st, err
+		}
+		defer pc.Close()
+		peer, err := pc.h.LinkByName(t.PeerIfname)
+		if err != nil {
+			return st, err
+		}
+		st.Phantom, err = readMarker(maps, pc, peer.Attrs().Index, dirPhantom, markPhantom, st.At)
+		if err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}
+
+// readMarker returns nil when the hook has no marker of that kind.
+func readMarker(m *labMaps, c *nsConn, ifindex int, dir, marker uint32, now int64) (*MarkerStats, error) {
+	key, err := portKey(c, ifindex, dir)
+	if err != nil {
+		return nil, err
+	}
+	var cfg portPortCfg
+	if err := m.cfg.Lookup(&key, &cfg); err != nil {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	if cfg.Marker != marker {
+		return nil, nil
+	}
+	var s portPortState
+	if err := m.state.LookupWithFlags(&key, &s, ebpf.LookupLock); err != nil {
+		return nil, fmt.Errorf("marker state: %w", err)
+	}
+	return &MarkerStats{
+		Packets: s.Packets, Bytes: s.Bytes, ECT: s.Ect, Marks: s.Marks,
+		VQ: drainedTo(s.Vq, s.LastNs, cfg.DrainBps, now), VQMax: s.VqMax,
+		DrainBps: cfg.DrainBps, Threshold: uint64(cfg.Threshold),
+	}, nil
+}
+
+// drainedTo applies the program's drain rule up to now, so the value read
+// is the virtual queue at the moment the tc counters were read.
+func drainedTo(vq, last, drainBps uint64, now int64) uint64 {
+	if last == 0 || now <= int64(last) {
+		return vq
+	}
+	d := float64(now-int64(last)) / 1e9 * float64(drainBps)
+	if d >= float64(vq) {
+		return 0
+	}
+	return vq - uint64(d)
+}
+
+// monotonicNow is CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
+func monotonicNow() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}

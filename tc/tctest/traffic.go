@@ -1,0 +1,281 @@
+package tctest
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Wire overhead of a UDP/IPv4 datagram on a veth: Ethernet 14 + IP 20 +
+// UDP 8. Rates in this package are wire rates, as the qdisc counts them.
+const udpOverhead = 42
+
+// TCPSink accepts TCP connections on host:port and counts the bytes read.
+type TCPSink struct {
+	ln    net.Listener
+	bytes atomic.Int64
+	wg    sync.WaitGroup
+}
+
+// ListenTCP starts a sink in host's namespace.
+func (l *Lab) ListenTCP(host string, port int) *TCPSink {
+	l.t.Helper()
+	s := &TCPSink{}
+	err := l.Do(host, func() error {
+		var err error
+		s.ln, err = net.Listen("tcp4", fmt.Sprintf(":%d", port))
+		return err
+	})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := s.ln.Accept()
+			if err != nil {
+				return
+			}
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				defer c.Close()
+				buf := make([]byte, 256<<10)
+				for {
+					n, err := c.Read(buf)
+					s.bytes.Add(int64(n))
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	l.t.Cleanup(s.Close)
+	return s
+}
+
+// Bytes is the total read so far.
+func (s *TCPSink) Bytes() int64 { return s.bytes.Load() }
+
+// Close stops the sink.
+func (s *TCPSink) Close() { s.ln.Close() }
+
+// TCPBulk opens a connection from host to dst and writes as fast as TCP
+// allows until ctx ends. tos sets the IP TOS byte (DSCP and ECN bits).
+func (l *Lab) TCPBulk(ctx context.Context, host string, dst netip.AddrPort, tos int) error {
+	var conn net.Conn
+	err := l.Do(host, func() error {
+		d := net.Dialer{Timeout: 3 * time.Second, Control: setTOS(tos)}
+		var err error
+		conn, err = d.Dial("tcp4", dst.String())
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	go func() { <-ctx.Done(); conn.Close() }()
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := conn.Write(buf); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+func setTOS(tos int) func(string, string, syscall.RawConn) error {
+	return func(_, _ string, rc syscall.RawConn) error {
+		if tos == 0 {
+			return nil
+		}
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_TOS, tos)
+		})
+		return errors.Join(err, serr)
+	}
+}
+
+// Datagram is one received UDP packet.
+type Datagram struct {
+	Flow   byte
+	Seq    uint64
+	SentNs int64 // sender's CLOCK_REALTIME just before sending
+	RecvNs int64 // the kernel's receive timestamp (SO_TIMESTAMPNS)
+	TOS    byte  // as received: DSCP and ECN (CE = 3)
+	Len    int   // wire bytes
+}
+
+// Latency is the one-way delay; all namespaces share the kernel clock.
+func (d Datagram) Latency() time.Duration { return time.Duration(d.RecvNs - d.SentNs) }
+
+// CE reports whether the packet arrived marked Congestion Experienced.
+func (d Datagram) CE() bool { return d.TOS&3 == 3 }
+
+// UDPSink records every datagram arriving at host:port.
+type UDPSink struct {
+	conn *net.UDPConn
+	mu   sync.Mutex
+	got  []Datagram
+	done chan struct{}
+}
+
+// ListenUDP starts a recording sink in host's namespace.
+func (l *Lab) ListenUDP(host string, port int) *UDPSink {
+	l.t.Helper()
+	s := &UDPSink{done: make(chan struct{})}
+	err := l.Do(host, func() error {
+		var err error
+		s.conn, err = net.ListenUDP("udp4", &net.UDPAddr{Port: port})
+		if err != nil {
+			return err
+		}
+		rc, err := s.conn.SyscallConn()
+		if err != nil {
+			return err
+		}
+		var serr error
+		err = rc.Control(func(fd uintptr) {
+			serr = errors.Join(
+				unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_RECVTOS, 1),
+				unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1),
+				unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 8<<20))
+		})
+		return errors.Join(err, serr)
+	})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	go s.loop()
+	l.t.Cleanup(s.Close)
+	return s
+}
+
+func (s *UDPSink) loop() {
+	defer close(s.done)
+	buf := make([]byte, 2048)
+	oob := make([]byte, 256)
+	for {
+		n, oobn, _, _, err := s.conn.ReadMsgUDP(buf, oob)
+		if err != nil {
+			return
+		}
+		if n < 17 {
+			continue
+		}
+		d := Datagram{
+			Seq: binary.BigEndian.Uint64(buf[0:]), SentNs: int64(binary.BigEndian.Uint64(buf[8:])),
+			Flow: buf[16], Len: n + udpOverhead,
+		}
+		msgs, _ := unix.ParseSocketControlMessage(oob[:oobn])
+		for _, m := range msgs {
+			switch {
+			case m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SO_TIMESTAMPNS && len(m.Data) >= 16:
+				sec := int64(binary.NativeEndian.Uint64(m.Data[0:]))
+				nsec := int64(binary.NativeEndian.Uint64(m.Data[8:]))
+				d.RecvNs = sec*1e9 + nsec
+			case m.Header.Level == unix.IPPROTO_IP && m.Header.Type == unix.IP_TOS && len(m.Data) >= 1:
+				d.TOS = m.Data[0]
+			}
+		}
+		s.mu.Lock()
+		s.got = append(s.got, d)
+		s.mu.Unlock()
+	}
+}
+
+// Received returns a copy of what arrived so far.
+func (s *UDPSink) Received() []Datagram {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Datagram(nil), s.got...)
+}
+
+// Close stops the sink.
+func (s *UDPSink) Close() {
+	s.conn.Close()
+	<-s.done
+}
+
+// UDPStream describes a constant-rate stream.
+type UDPStream struct {
+	From     string
+	To       netip.AddrPort
+	Rate     float64 // wire bits/s
+	Size     int     // wire bytes per packet (≥ 59)
+	TOS      int
+	Flow     byte
+	Duration time.Duration
+}
+
+// SendUDP sends s at a constant wire rate: packet i leaves at start +
+// i·size/rate. When the sender wakes late it catches up at once, so the
+// long-term rate is exact and the short-term bursts are as small as the
+// scheduler allows. It returns the number of packets sent.
+func (l *Lab) SendUDP(ctx context.Context, s UDPStream) (int, error) {
+	var conn *net.UDPConn
+	err := l.Do(s.From, func() error {
+		var err error
+		conn, err = net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(s.To))
+		if err != nil {
+			return err
+		}
+		rc, err := conn.SyscallConn()
+		if err != nil {
+			return err
+		}
+		return setTOS(s.TOS)("", "", rc)
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	payload := make([]byte, s.Size-udpOverhead)
+	payload[16] = s.Flow
+	interval := time.Duration(float64(s.Size*8) / s.Rate * 1e9)
+	start := time.Now()
+	end := start.Add(s.Duration)
+	sent := 0
+	for i := 0; ; i++ {
+		next := start.Add(time.Duration(i) * interval)
+		if next.After(end) || ctx.Err() != nil {
+			return sent, nil
+		}
+		for {
+			gap := time.Until(next)
+			if gap <= 0 {
+				break
+			}
+			if gap > 60*time.Microsecond {
+				time.Sleep(gap - 30*time.Microsecond)
+			} else {
+				runtime.Gosched()
+			}
+		}
+		binary.BigEndian.PutUint64(payload[0:], uint64(i))
+		binary.BigEndian.PutUint64(payload[8:], uint64(time.Now().UnixNano()))
+		if _, err := conn.Write(payload); err != nil {
+			// ENOBUFS/ECONNREFUSED under overload are the network's business.
+			if errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.ECONNREFUSED) {
+				continue
+			}
+			return sent, err
+		}
+		sent++
+	}
+}
+
