@@ -1,0 +1,63 @@
+package plot
+
+import (
+	"bytes"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"fabric/results/stats"
+)
+
+// TestFiguresAreWritten draws one figure of each kind and checks that the
+// PNG decodes at the documented size and the SVG carries the axis labels.
+func TestFiguresAreWritten(t *testing.T) {
+	dir := os.Getenv("FABRIC_PLOT_DIR") // set it to keep the images for a look
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	var curves []Curve
+	for i, scale := range []float64{300, 80, 15, 7} { // µs, like HULL's four schemes
+		v := make([]float64, 5000)
+		for j := range v {
+			u := (float64(j) + 0.5) / float64(len(v))
+			v[j] = -scale * math.Log(1-u) // exponential quantiles
+		}
+		curves = append(curves, Curve{Label: []string{"TCP-DropTail", "DCTCP-30K", "DCTCP-6K-Pacer", "DCTCP-PQ950-Pacer"}[i], Points: stats.CDF(v, 500)})
+	}
+	cdf := filepath.Join(dir, "latency-cdf")
+	if err := CDF(cdf, Figure{Title: "Switch latency, 40% load", XLabel: "switch latency (µs)", LogX: true}, curves); err != nil {
+		t.Fatal(err)
+	}
+	load := filepath.Join(dir, "latency-vs-load")
+	if err := Lines(load, Figure{Title: "Mean switch latency", XLabel: "offered load (%)", YLabel: "mean switch latency (µs)", LogY: true}, []Series{
+		{Label: "TCP-DropTail", X: []float64{20, 40, 60}, Y: []float64{111.5, 329.3, 720.5}},
+		{Label: "DCTCP-PQ950-Pacer", X: []float64{20, 40, 60}, Y: []float64{2.8, 7.0, 13.5}},
+	}, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, base := range []string{cdf, load} {
+		b, err := os.ReadFile(base + ".png")
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(bytes.NewReader(b))
+		if err != nil {
+			t.Fatalf("%s.png: %v", base, err)
+		}
+		if w := img.Bounds().Dx(); w != 6*96 {
+			t.Errorf("%s.png is %d px wide, want 576", base, w)
+		}
+		svg, err := os.ReadFile(base + ".svg")
+		if err != nil || !bytes.Contains(svg, []byte("(µs)")) {
+			t.Errorf("%s.svg: %v; axis unit missing", base, err)
+		}
+	}
+	err := Lines(filepath.Join(dir, "empty"), Figure{LogX: true}, []Series{{Label: "x", X: []float64{0}, Y: []float64{1}}}, false)
+	if err == nil || !strings.Contains(err.Error(), "nothing to draw") {
+		t.Fatalf("all-nonpositive log plot: %v", err)
+	}
+}
