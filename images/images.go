@@ -1,0 +1,12 @@
+// Package images holds the Dockerfiles of fabric's container images, embedded
+// so that the fabric binary can build them without a source checkout.
+package images
+
+import _ "embed"
+
+// EndpointDockerfile builds the image docker-runtime hosts run in: FROM
+// scratch plus the static fabric binary, which the build context must hold
+// under the name "fabric".
+//
+//go:embed endpoint/Dockerfile
+var EndpointDockerfile []byte
