@@ -163,6 +163,12 @@ func (h *Host) setup() error {
 	if err := h.Handle.AddrAdd(l, addr); err != nil {
 		return fmt.Errorf("%s: address: %w", h.NSName, err)
 	}
+	// TSO/GSO off is not enough: TCP builds GSO super-packets regardless
+	// (software-segmented after the qdisc), so HTB and tc programs would see
+	// ~5–7 KB skbs. One segment per skb makes every queue see real packets.
+	if err := h.Handle.LinkSetGSOMaxSegs(l, 1); err != nil {
+		return fmt.Errorf("%s: gso_max_segs: %w", h.NSName, err)
+	}
 	for _, name := range []string{"lo", h.If} {
 		ll, err := h.Handle.LinkByName(name)
 		if err == nil {

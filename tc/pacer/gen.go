@@ -1,0 +1,7 @@
+package pacer
+
+// The BPF object is generated and committed, so `go build` needs no clang.
+// Regenerate after editing bpf/pacer.bpf.c (needs clang and libbpf-dev):
+//
+//	go generate ./tc/pacer
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -type flow pacer bpf/pacer.bpf.c

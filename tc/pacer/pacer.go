@@ -1,0 +1,533 @@
+// Package pacer emulates HULL's NIC pacer (Alizadeh et al., "Less is More",
+// §4.2 and Table 3) at a host's egress: a token bucket that only flows
+// causing congestion go through, at a rate that tracks what those flows
+// send.
+//
+// On the host NIC (one veth end inside the host's namespace):
+//
+//	clsact ingress  pacer_ingress: an ACK with ECE associates its flow with
+//	                probability p_a (LRU flow table, entries time-stamped)
+//	clsact egress   pacer_egress (filter priority 0x10, before tc's port
+//	                programs at 0x100): a packet of an associated flow gets
+//	                skb->priority = the bucket class; others pass on
+//	                (TC_ACT_UNSPEC) to the next filter, if any
+//	HTB root        the NIC's existing root (tc's port tree) or one the
+//	                pacer creates: 1: → 1:1 at line rate → 1:2 default
+//	  class :fe     the token bucket, rate = ceil = R, with a bfifo
+//
+// HTB takes skb->priority as the class before it runs its own filters, so
+// the egress program works whether or not tc has put a port tree on the NIC.
+// A Go loop runs the rate controller every T_r from the bucket class's
+// byte counter and backlog (netlink class statistics). The loop lives in
+// the process that called Start; the pacer stops with it.
+package pacer
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"fabric/internal/units"
+)
+
+// tc handles the pacer uses (major:minor, hex).
+const (
+	// filterPrio runs the pacer's filters before tc's port programs (0x100).
+	filterPrio = 0x10
+	// bucketMinor is the bucket class under the NIC's HTB root major;
+	// tc's port trees use minors 1 and 0x10–0x17.
+	bucketMinor = 0xfe
+	// bucketQdiscMajor is the bucket's bfifo.
+	bucketQdiscMajor = 0xfe
+	// A tree the pacer builds itself when the NIC has none.
+	ownMajor        = 1
+	ownParentMinor  = 1
+	ownDefaultMinor = 2
+	frameQuantum    = 1600
+)
+
+// Pacer is a running pacer on one host NIC.
+type Pacer struct {
+	cfg    Config
+	where  string // "nsPath:ifname", for errors
+	nsPath string
+	h      *netlink.Handle
+	ifidx  int
+	objs   pacerObjects
+
+	major         uint16 // of the HTB root
+	parent        uint32 // class (or root) the bucket hangs under
+	bucket        uint32
+	createdRoot   bool
+	createdClsact bool
+
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	ctl     controller
+	updates uint64
+	loopErr error
+}
+
+// Stats is a snapshot of a pacer.
+type Stats struct {
+	Rate          units.Rate // current bucket rate R
+	Updates       uint64     // rate-controller iterations so far
+	ECEAcks       uint64     // ECE ACKs seen on ingress
+	Associations  uint64     // flows associated (including re-associations)
+	Paced         uint64     // packets sent through the bucket
+	Expired       uint64     // associations ended by T_i
+	BucketBytes   uint64     // bytes the bucket has sent
+	BucketBacklog uint32     // bytes queued in the bucket now
+	BucketDrops   uint32     // packets the bucket's FIFO dropped
+}
+
+// Start attaches a pacer to ifname inside the network namespace at nsPath
+// and starts its rate controller, which runs until ctx ends or Stop.
+// Start after tc has built the NIC's port tree (if any): a later tc.Apply
+// replaces the HTB root and with it the bucket.
+func Start(ctx context.Context, nsPath, ifname string, cfg Config) (*Pacer, error) {
+	cfg, err := cfg.Resolve()
+	if err != nil {
+		return nil, fmt.Errorf("pacer: %w", err)
+	}
+	p := &Pacer{cfg: cfg, where: nsPath + ":" + ifname, nsPath: nsPath}
+	ns, err := netns.GetFromPath(nsPath)
+	if err != nil {
+		return nil, fmt.Errorf("pacer %s: %w", p.where, err)
+	}
+	defer ns.Close()
+	p.h, err = netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("pacer %s: netlink: %w", p.where, err)
+	}
+	link, err := p.h.LinkByName(ifname)
+	if err != nil {
+		p.h.Close()
+		return nil, fmt.Errorf("pacer %s: %w", p.where, err)
+	}
+	p.ifidx = link.Attrs().Index
+	if err := p.setup(); err != nil {
+		p.teardown()
+		return nil, fmt.Errorf("pacer %s: %w", p.where, err)
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	p.cancel, p.done = cancel, make(chan struct{})
+	go p.run(lctx)
+	return p, nil
+}
+
+func (p *Pacer) setup() error {
+	if err := p.setupTree(); err != nil {
+		return err
+	}
+	if err := p.loadPrograms(); err != nil {
+		return err
+	}
+	return p.attachPrograms()
+}
+
+// setupTree finds or builds the HTB root and adds the bucket class.
+func (p *Pacer) setupTree() error {
+	qs, err := p.h.QdiscList(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: p.ifidx}})
+	if err != nil {
+		return fmt.Errorf("listing qdiscs: %w", err)
+	}
+	var root netlink.Qdisc
+	for _, q := range qs {
+		if q.Attrs().Parent == netlink.HANDLE_ROOT {
+			root = q
+		}
+	}
+	switch r := root.(type) {
+	case *netlink.Htb:
+		if err := p.adoptTree(r); err != nil {
+			return err
+		}
+	default:
+		if root != nil && root.Type() != "noqueue" {
+			return fmt.Errorf("the NIC's root qdisc is %s; the pacer needs an HTB root or none", root.Type())
+		}
+		if err := p.buildTree(); err != nil {
+			return err
+		}
+	}
+	line := p.cfg.LineRate.BytesPerSecond()
+	p.ctl = controller{
+		eta: p.cfg.Eta, beta: p.cfg.Beta,
+		min: max(p.cfg.MinRate.BytesPerSecond(), line/1000), max: line,
+		rate: line, // unpaced until the first update: as if no pacer
+	}
+	p.bucket = netlink.MakeHandle(p.major, bucketMinor)
+	if err := p.h.ClassReplace(p.htbClass(p.parent, p.bucket, p.ctl.rate*8, p.ctl.rate*8, uint32(p.cfg.Burst))); err != nil {
+		return fmt.Errorf("bucket class: %w", err)
+	}
+	return p.replaceBfifo(netlink.MakeHandle(bucketQdiscMajor, 0), p.bucket, uint32(p.cfg.Buffer))
+}
+
+// adoptTree hangs the bucket in an existing HTB tree: under class major:1
+// when it exists (tc's class at the port rate above several bands), so paced
+// and unpaced traffic share the line rate; else under the root.
+func (p *Pacer) adoptTree(root *netlink.Htb) error {
+	p.major = uint16(root.Handle >> 16)
+	p.parent = root.Handle
+	classes, err := p.h.ClassList(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: p.ifidx}}, 0)
+	if err != nil {
+		return fmt.Errorf("listing classes: %w", err)
+	}
+	var widest uint64
+	for _, c := range classes {
+		hc, ok := c.(*netlink.HtbClass)
+		if !ok || hc.Handle == netlink.MakeHandle(p.major, bucketMinor) {
+			continue
+		}
+		if hc.Handle == netlink.MakeHandle(p.major, 1) {
+			p.parent = hc.Handle
+		}
+		widest = max(widest, hc.Ceil*8)
+	}
+	if p.cfg.LineRate == 0 {
+		if widest == 0 {
+			return errors.New("line_rate unset and the NIC's HTB tree has no class to take it from")
+		}
+		p.cfg.LineRate = units.Rate(widest)
+	}
+	return nil
+}
+
+// buildTree gives a NIC without a tree one: everything not paced goes to the
+// default class at line rate, as it would leave a real NIC.
+func (p *Pacer) buildTree() error {
+	if p.cfg.LineRate == 0 {
+		return errors.New("line_rate is required: the NIC has no HTB tree to take it from")
+	}
+	line := p.cfg.LineRate.BitsPerSecond()
+	p.major = ownMajor
+	root := netlink.NewHtb(netlink.QdiscAttrs{LinkIndex: p.ifidx, Handle: netlink.MakeHandle(ownMajor, 0), Parent: netlink.HANDLE_ROOT})
+	root.Defcls = ownDefaultMinor
+	if err := p.h.QdiscReplace(root); err != nil {
+		return fmt.Errorf("htb root: %w", err)
+	}
+	p.createdRoot = true
+	p.parent = netlink.MakeHandle(ownMajor, ownParentMinor)
+	burst := uint32(max(2*frameQuantum, float64(line)/8*100e-6)) // 100 µs at line rate
+	if err := p.h.ClassReplace(p.htbClass(root.Handle, p.parent, float64(line), float64(line), burst)); err != nil {
+		return fmt.Errorf("htb line-rate class: %w", err)
+	}
+	// The default class is guaranteed little and borrows the rest, so the
+	// bucket's guaranteed R is honoured first.
+	def := netlink.MakeHandle(ownMajor, ownDefaultMinor)
+	if err := p.h.ClassReplace(p.htbClass(p.parent, def, float64(line)/100, float64(line), burst)); err != nil {
+		return fmt.Errorf("htb default class: %w", err)
+	}
+	return nil
+}
+
+func (p *Pacer) htbClass(parent, handle uint32, rate, ceil float64, burst uint32) *netlink.HtbClass {
+	return netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: p.ifidx, Parent: parent, Handle: handle},
+		netlink.HtbClassAttrs{Rate: uint64(rate), Ceil: uint64(ceil), Buffer: burst, Cbuffer: burst, Quantum: frameQuantum})
+}
+
+// replaceBfifo puts a byte-limited FIFO under the bucket class. The netlink
+// library cannot send a fifo's limit (without one the kernel silently uses
+// txqueuelen packets), so the request is built here and sent from inside
+// the namespace.
+func (p *Pacer) replaceBfifo(handle, parent, limit uint32) error {
+	return p.inNS(func() error {
+		req := nl.NewNetlinkRequest(unix.RTM_NEWQDISC, unix.NLM_F_CREATE|unix.NLM_F_REPLACE|unix.NLM_F_ACK)
+		req.AddData(&nl.TcMsg{Family: nl.FAMILY_ALL, Ifindex: int32(p.ifidx), Handle: handle, Parent: parent})
+		req.AddData(nl.NewRtAttr(nl.TCA_KIND, nl.ZeroTerminated("bfifo")))
+		opt := make([]byte, 4)
+		binary.NativeEndian.PutUint32(opt, limit)
+		req.AddData(nl.NewRtAttr(nl.TCA_OPTIONS, opt))
+		if _, err := req.Execute(unix.NETLINK_ROUTE, 0); err != nil {
+			return fmt.Errorf("bucket bfifo limit %d: %w", limit, err)
+		}
+		return nil
+	})
+}
+
+// inNS runs fn on a thread inside the pacer's namespace.
+func (p *Pacer) inNS(fn func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		return err
+	}
+	defer orig.Close()
+	target, err := netns.GetFromPath(p.nsPath)
+	if err != nil {
+		return err
+	}
+	defer target.Close()
+	if err := netns.Set(target); err != nil {
+		return err
+	}
+	defer func() {
+		if err := netns.Set(orig); err != nil {
+			panic(fmt.Sprintf("pacer: cannot return to the original namespace: %v", err))
+		}
+	}()
+	return fn()
+}
+
+func (p *Pacer) loadPrograms() error {
+	spec, err := loadPacer()
+	if err != nil {
+		return err
+	}
+	spec.Maps["assoc"].MaxEntries = uint32(p.cfg.Flows)
+	for name, v := range map[string]any{
+		"assoc_below":    uint32(math.Min(p.cfg.PAssoc*(1<<32), math.MaxUint32)),
+		"idle_ns":        uint64(p.cfg.IdleTimeout.Nanoseconds()),
+		"bucket_classid": p.bucket,
+	} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
+	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return fmt.Errorf("loading pacer programs: %+v", ve)
+		}
+		return fmt.Errorf("loading pacer programs: %w", err)
+	}
+	return nil
+}
+
+func (p *Pacer) attachPrograms() error {
+	clsact := &netlink.Clsact{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: p.ifidx, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT}}
+	if err := p.h.QdiscAdd(clsact); err == nil {
+		p.createdClsact = true
+	} else if !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("clsact: %w", err)
+	}
+	for _, f := range []struct {
+		hook uint32
+		prog *ebpf.Program
+	}{{netlink.HANDLE_MIN_INGRESS, p.objs.PacerIngress}, {netlink.HANDLE_MIN_EGRESS, p.objs.PacerEgress}} {
+		if err := p.h.FilterReplace(p.filter(f.hook, f.prog.FD())); err != nil {
+			return fmt.Errorf("attaching %s: %w", f.prog, err)
+		}
+	}
+	return nil
+}
+
+func (p *Pacer) filter(hook uint32, fd int) *netlink.BpfFilter {
+	return &netlink.BpfFilter{
+		FilterAttrs: netlink.FilterAttrs{LinkIndex: p.ifidx, Parent: hook, Handle: 1, Priority: filterPrio, Protocol: unix.ETH_P_ALL},
+		Fd:          fd, Name: "fabric_pacer", DirectAction: true,
+	}
+}
+
+// run is the rate controller loop.
+func (p *Pacer) run(ctx context.Context) {
+	defer close(p.done)
+	tick := time.NewTicker(p.cfg.RateInterval)
+	defer tick.Stop()
+	prev, err := p.bucketStats()
+	if err != nil {
+		p.fail(err)
+		return
+	}
+	prevAt := time.Now()
+	lastSet := p.ctl.rate
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		cur, err := p.bucketStats()
+		if err != nil {
+			p.fail(err)
+			return
+		}
+		now := time.Now()
+		// M_r counts bytes that reached the bucket: those it sent plus the
+		// growth of its queue.
+		arrived := float64(cur.bytes-prev.bytes) + float64(cur.backlog) - float64(prev.backlog)
+		p.mu.Lock()
+		r := p.ctl.step(max(arrived, 0), now.Sub(prevAt), float64(cur.backlog))
+		p.updates++
+		p.mu.Unlock()
+		prev, prevAt = cur, now
+		// The NetFPGA pacer sets its rate in 0.5 Mbps steps (§5.1); skip
+		// netlink changes smaller than that.
+		if math.Abs(r-lastSet)*8 < 0.5e6 {
+			continue
+		}
+		if err := p.h.ClassChange(p.htbClass(p.parent, p.bucket, r*8, r*8, uint32(p.cfg.Burst))); err != nil {
+			p.fail(fmt.Errorf("setting bucket rate: %w", err))
+			return
+		}
+		lastSet = r
+	}
+}
+
+func (p *Pacer) fail(err error) {
+	p.mu.Lock()
+	p.loopErr = fmt.Errorf("pacer %s: rate controller stopped: %w", p.where, err)
+	p.mu.Unlock()
+}
+
+type bucketCounters struct {
+	bytes   uint64
+	backlog uint32
+	drops   uint32
+}
+
+func (p *Pacer) bucketStats() (bucketCounters, error) {
+	classes, err := p.h.ClassList(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: p.ifidx}}, p.parent)
+	if err != nil {
+		return bucketCounters{}, fmt.Errorf("class statistics: %w", err)
+	}
+	for _, c := range classes {
+		a := c.Attrs()
+		if a.Handle != p.bucket || a.Statistics == nil || a.Statistics.Basic == nil || a.Statistics.Queue == nil {
+			continue
+		}
+		return bucketCounters{a.Statistics.Basic.Bytes, a.Statistics.Queue.Backlog, a.Statistics.Queue.Drops}, nil
+	}
+	return bucketCounters{}, fmt.Errorf("bucket class %x:%x is gone", p.bucket>>16, p.bucket&0xffff)
+}
+
+// Err reports why the rate controller stopped early, if it did.
+func (p *Pacer) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.loopErr
+}
+
+// Associated counts the flows associated now (seen within T_i).
+func (p *Pacer) Associated() (int, error) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil { // bpf_ktime_get_ns's clock
+		return 0, err
+	}
+	now := uint64(ts.Nano())
+	idle := uint64(p.cfg.IdleTimeout.Nanoseconds())
+	var (
+		key  pacerFlow
+		last uint64
+		n    int
+	)
+	it := p.objs.Assoc.Iterate()
+	for it.Next(&key, &last) {
+		if now < last || now-last <= idle {
+			n++
+		}
+	}
+	if err := it.Err(); err != nil {
+		return 0, fmt.Errorf("pacer %s: flow table: %w", p.where, err)
+	}
+	return n, nil
+}
+
+// Stats returns the pacer's counters and current rate.
+func (p *Pacer) Stats() (Stats, error) {
+	var s Stats
+	p.mu.Lock()
+	s.Rate = units.Rate(p.ctl.rate * 8)
+	s.Updates = p.updates
+	p.mu.Unlock()
+	for i, dst := range []*uint64{&s.ECEAcks, &s.Associations, &s.Paced, &s.Expired} {
+		var perCPU []uint64
+		if err := p.objs.Counters.Lookup(uint32(i), &perCPU); err != nil {
+			return s, fmt.Errorf("pacer %s: counters: %w", p.where, err)
+		}
+		for _, v := range perCPU {
+			*dst += v
+		}
+	}
+	b, err := p.bucketStats()
+	if err != nil {
+		return s, fmt.Errorf("pacer %s: %w", p.where, err)
+	}
+	s.BucketBytes, s.BucketBacklog, s.BucketDrops = b.bytes, b.backlog, b.drops
+	return s, nil
+}
+
+// Config returns the resolved configuration the pacer runs with.
+func (p *Pacer) Config() Config { return p.cfg }
+
+// Stop ends the rate controller and removes everything Start added: the
+// filters, the bucket class and its FIFO, and the HTB root and clsact when
+// the pacer created them. Removing from a namespace that is already gone
+// is not an error.
+func (p *Pacer) Stop() error {
+	if p.cancel != nil {
+		p.cancel()
+		<-p.done
+	}
+	return p.teardown()
+}
+
+func (p *Pacer) teardown() error {
+	var errs []error
+	gone := func(err error) bool {
+		return err == nil || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) || errors.Is(err, unix.EINVAL)
+	}
+	if p.h == nil {
+		return nil
+	}
+	for _, hook := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
+		if err := p.h.FilterDel(p.filter(hook, 0)); !gone(err) {
+			errs = append(errs, fmt.Errorf("removing filter: %w", err))
+		}
+	}
+	switch {
+	case p.createdRoot:
+		root := &netlink.Htb{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: p.ifidx, Handle: netlink.MakeHandle(ownMajor, 0), Parent: netlink.HANDLE_ROOT}}
+		if err := p.h.QdiscDel(root); !gone(err) {
+			errs = append(errs, fmt.Errorf("removing htb root: %w", err))
+		}
+	case p.bucket != 0:
+		c := &netlink.HtbClass{ClassAttrs: netlink.ClassAttrs{LinkIndex: p.ifidx, Parent: p.parent, Handle: p.bucket}}
+		if err := p.h.ClassDel(c); !gone(err) {
+			errs = append(errs, fmt.Errorf("removing bucket class: %w", err))
+		}
+	}
+	if p.createdClsact {
+		if p.noOtherFilters() {
+			clsact := &netlink.Clsact{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: p.ifidx, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT}}
+			if err := p.h.QdiscDel(clsact); !gone(err) {
+				errs = append(errs, fmt.Errorf("removing clsact: %w", err))
+			}
+		}
+	}
+	p.objs.Close()
+	p.h.Close()
+	p.h = nil
+	if len(errs) > 0 {
+		return fmt.Errorf("pacer %s: %w", p.where, errors.Join(errs...))
+	}
+	return nil
+}
+
+// noOtherFilters reports whether clsact carries no one else's programs
+// (tc's port programs may have been attached after the pacer started).
+func (p *Pacer) noOtherFilters() bool {
+	l := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: p.ifidx}}
+	for _, hook := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
+		fs, err := p.h.FilterList(l, hook)
+		if err != nil || len(fs) > 0 {
+			return false
+		}
+	}
+	return true
+}

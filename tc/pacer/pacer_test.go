@@ -1,0 +1,185 @@
+package pacer
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"fabric/hosts/cc"
+	"fabric/hosts/cc/cctest"
+	"fabric/internal/testenv"
+	"fabric/internal/units"
+)
+
+const lineRate = 100 * units.Rate(1e6)
+
+func ensureDCTCP(t *testing.T) string {
+	t.Helper()
+	release, info, err := cc.Ensure(context.Background(), cc.DCTCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { release() })
+	return info.Name
+}
+
+func rootQdisc(t *testing.T, h *cctest.Host) netlink.Qdisc {
+	t.Helper()
+	l, err := h.Handle.LinkByName(h.If)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := h.Handle.QdiscList(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range qs {
+		if q.Attrs().Parent == netlink.HANDLE_ROOT {
+			return q
+		}
+	}
+	return nil
+}
+
+// TestPacerAssociatesMarkedFlows runs a DCTCP flow from A to B with 20% of
+// its segments CE-marked on arrival at B. A's pacer must see the ECE ACKs,
+// associate the flow, send its packets through the bucket, and keep the
+// flow near line rate while the controller adjusts R. Stop must leave A's
+// NIC as it was.
+func TestPacerAssociatesMarkedFlows(t *testing.T) {
+	testenv.RequireRoot(t)
+	name := ensureDCTCP(t)
+	p := cctest.NewPair(t, "pc")
+	p.B.MarkCE(t, 0.2)
+
+	pc, err := Start(context.Background(), p.A.Path(), p.A.If, Config{LineRate: lineRate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			pc.Stop()
+		}
+	})
+	if q := rootQdisc(t, p.A); q == nil || q.Type() != "htb" {
+		t.Fatalf("no HTB root on A after Start: %v", q)
+	}
+
+	// Sample the association table while the flow runs.
+	assoc := make(chan int, 1)
+	go func() {
+		time.Sleep(time.Second)
+		n, err := pc.Associated()
+		if err != nil {
+			t.Error(err)
+		}
+		assoc <- n
+	}()
+	x, err := p.Send(name, 5101, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	during := <-assoc
+	s, err := pc.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("flow %.1f Mbit/s over %s; pacer: %+v; associated mid-flow: %d", x.Mbps(), x.SenderCC, s, during)
+	if err := pc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if during < 1 {
+		t.Errorf("no flow associated during a marked DCTCP transfer")
+	}
+	if s.ECEAcks == 0 || s.Associations == 0 || s.Paced == 0 || s.BucketBytes == 0 {
+		t.Errorf("pacer did not pace: %+v", s)
+	}
+	// 2 s at T_r = 1 ms: a loop that cannot keep up shows here.
+	if s.Updates < 500 {
+		t.Errorf("rate controller ran %d times in 2 s", s.Updates)
+	}
+	if mbps := x.Mbps(); mbps < 0.5*float64(lineRate.BitsPerSecond())/1e6 {
+		t.Errorf("paced flow reached %.1f Mbit/s of %v", mbps, lineRate)
+	}
+
+	// Association ends after T_i idle.
+	time.Sleep(3 * DefaultIdleTimeout)
+	if n, err := pc.Associated(); err != nil || n != 0 {
+		t.Errorf("associated %d flows (%v) %v after the flow ended", n, err, 3*DefaultIdleTimeout)
+	}
+
+	stopped = true
+	if err := pc.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if q := rootQdisc(t, p.A); q != nil && q.Type() != "noqueue" {
+		t.Errorf("Stop left root qdisc %s", q.Type())
+	}
+}
+
+// TestPacerJoinsPortTree starts the pacer on a NIC that already has a
+// port-style HTB tree (root 1:, class 1:1 at the line rate, default leaf
+// 1:10): the bucket must hang under 1:1, take the line rate from it, and
+// Stop must leave the port's tree intact.
+func TestPacerJoinsPortTree(t *testing.T) {
+	testenv.RequireRoot(t)
+	p := cctest.NewPair(t, "pt")
+	l, err := p.A.Handle.LinkByName(p.A.If)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := l.Attrs().Index
+	root := netlink.NewHtb(netlink.QdiscAttrs{LinkIndex: idx, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT})
+	root.Defcls = 0x10
+	if err := p.A.Handle.QdiscAdd(root); err != nil {
+		t.Fatal(err)
+	}
+	rate := lineRate.BitsPerSecond()
+	for _, c := range []struct{ parent, handle uint32 }{
+		{root.Handle, netlink.MakeHandle(1, 1)},
+		{netlink.MakeHandle(1, 1), netlink.MakeHandle(1, 0x10)},
+	} {
+		cl := netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: idx, Parent: c.parent, Handle: c.handle},
+			netlink.HtbClassAttrs{Rate: rate, Ceil: rate, Quantum: 1600})
+		if err := p.A.Handle.ClassAdd(cl); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	pc, err := Start(context.Background(), p.A.Path(), p.A.If, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pc.Config().LineRate; got != lineRate {
+		t.Errorf("line rate taken from the tree: %v, want %v", got, lineRate)
+	}
+	classes, err := p.A.Handle.ClassList(l, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, c := range classes {
+		if c.Attrs().Handle == netlink.MakeHandle(1, bucketMinor) {
+			found = true
+			if c.Attrs().Parent != netlink.MakeHandle(1, 1) {
+				t.Errorf("bucket under %x, want 1:1", c.Attrs().Parent)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no bucket class 1:fe")
+	}
+	if err := pc.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if q := rootQdisc(t, p.A); q == nil || q.Attrs().Handle != root.Handle {
+		t.Fatalf("Stop removed the port's root: %v", q)
+	}
+	classes, _ = p.A.Handle.ClassList(l, 0)
+	if len(classes) != 2 {
+		t.Errorf("after Stop the port tree has %d classes, want its 2", len(classes))
+	}
+}
