@@ -25,6 +25,7 @@
 #include <linux/pkt_cls.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#include <bpf/bpf_core_read.h>
 
 #define DIR_EGRESS 0  /* key of the port's own egress hook */
 #define DIR_PHANTOM 1 /* key of the peer's ingress hook */
@@ -35,8 +36,36 @@
 
 #define NSEC_PER_SEC 1000000000ULL
 
-/* A port is identified by its namespace and interface: ifindex alone repeats
- * across namespaces. The netns cookie is unique for the kernel's lifetime. */
+/*
+ * A port is identified by its namespace and interface: ifindex alone repeats
+ * across namespaces. The netns cookie is unique for the kernel's lifetime.
+ * bpf_get_netns_cookie(skb) will not do: for a packet without a socket (every
+ * forwarded packet) it returns the initial namespace's cookie. So the cookie
+ * is read from the device the packet is on, skb->dev->nd_net.net->net_cookie,
+ * with CO-RE so the offsets come from the running kernel's BTF.
+ */
+struct net {
+	__u64 net_cookie;
+} __attribute__((preserve_access_index));
+
+struct net_device {
+	struct {
+		struct net *net;
+	} nd_net;
+} __attribute__((preserve_access_index));
+
+struct sk_buff {
+	struct net_device *dev;
+} __attribute__((preserve_access_index));
+
+extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
+
+static __always_inline __u64 dev_netns_cookie(struct __sk_buff *ctx)
+{
+	struct sk_buff *skb = bpf_cast_to_kern_ctx(ctx);
+	return BPF_CORE_READ(skb, dev, nd_net.net, net_cookie);
+}
+
 struct port_key {
 	__u64 netns_cookie;
 	__u32 ifindex;
@@ -168,7 +197,7 @@ SEC("tc")
 int port_egress(struct __sk_buff *skb)
 {
 	struct port_key key = {
-		.netns_cookie = bpf_get_netns_cookie(skb),
+		.netns_cookie = dev_netns_cookie(skb),
 		.ifindex = skb->ifindex,
 		.dir = DIR_EGRESS,
 	};
@@ -192,7 +221,7 @@ SEC("tc")
 int port_phantom(struct __sk_buff *skb)
 {
 	struct port_key key = {
-		.netns_cookie = bpf_get_netns_cookie(skb),
+		.netns_cookie = dev_netns_cookie(skb),
 		.ifindex = skb->ifindex,
 		.dir = DIR_PHANTOM,
 	};

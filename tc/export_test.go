@@ -1,0 +1,12 @@
+package tc
+
+import (
+	"os"
+	"time"
+)
+
+func init() {
+	if v := os.Getenv("BURST"); v != "" {
+		burstTime, _ = time.ParseDuration(v)
+	}
+}
