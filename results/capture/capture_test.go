@@ -191,3 +191,19 @@ func checkTshark(t *testing.T, file string, count int, firstNS int64) {
 		t.Fatalf("tshark's first timestamp %s, ours %s (nanosecond pcap?)", lines[0], want)
 	}
 }
+
+func TestParsePoint(t *testing.T) {
+	ns := func(node string) string { return "/run/netns/fab.lab." + node }
+	p, d, err := capture.ParsePoint("s0:eth5:out", ns)
+	if err != nil || p.NetNS != "/run/netns/fab.lab.s0" || p.Ifname != "eth5" || p.Label != "s0:eth5" || d != capture.Out {
+		t.Fatalf("ParsePoint = %+v %v %v", p, d, err)
+	}
+	if _, d, _ := capture.ParsePoint("h1:eth0", ns); d != capture.Both {
+		t.Fatalf("default direction %v", d)
+	}
+	for _, bad := range []string{"s0", "s0:", ":eth1", "s0:eth1:sideways", "a:b:c:d"} {
+		if _, _, err := capture.ParsePoint(bad, ns); err == nil {
+			t.Errorf("ParsePoint(%q) accepted", bad)
+		}
+	}
+}

@@ -44,7 +44,12 @@ type Figure struct {
 	LogY   bool
 	// legendLowerRight puts the legend where a CDF has no curve.
 	legendLowerRight bool
+	yRange           *[2]float64
 }
+
+// WantsLogX reports whether values spanning [lo, hi] read better on a log
+// axis: more than about one and a half decades.
+func WantsLogX(lo, hi float64) bool { return lo > 0 && hi/lo > 30 }
 
 // CDF draws the curves as overlaid CDFs (y = fraction ≤ x) and writes
 // base.png and base.svg. Log-x drops non-positive values, which a log axis
@@ -53,6 +58,12 @@ func CDF(base string, fig Figure, curves []Curve) error {
 	var series []Series
 	for _, c := range curves {
 		s := Series{Label: c.Label}
+		if len(c.Points) > 0 {
+			// Start the curve at 0 so the first step (often a large share
+			// of packets at the floor latency) is drawn.
+			s.X = append(s.X, c.Points[0].Value)
+			s.Y = append(s.Y, 0)
+		}
 		for _, p := range c.Points {
 			s.X = append(s.X, p.Value)
 			s.Y = append(s.Y, p.Fraction)
@@ -63,6 +74,7 @@ func CDF(base string, fig Figure, curves []Curve) error {
 		fig.YLabel = "fraction ≤ x (CDF)"
 	}
 	fig.legendLowerRight = true
+	fig.yRange = &[2]float64{0, 1}
 	return Lines(base, fig, series, false)
 }
 
@@ -128,6 +140,9 @@ func Lines(base string, fig Figure, series []Series, markers bool) error {
 			p.Legend.Add(label, line)
 		}
 		drawn++
+	}
+	if fig.yRange != nil {
+		p.Y.Min, p.Y.Max = fig.yRange[0], fig.yRange[1]
 	}
 	if drawn == 0 {
 		return fmt.Errorf("plot %s: nothing to draw", base)

@@ -1,0 +1,163 @@
+package report
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"fabric/internal/records"
+	"fabric/results/capture"
+	"fabric/results/internal/synth"
+	"fabric/results/lmm"
+)
+
+// trialDir builds one trial directory the way a run leaves it: a synthetic
+// capture pair matched by the LMM, endpoint records and meta.json.
+func trialDir(t *testing.T, root, scheme string, load float64, trial int, latencyScale float64, drops uint64) (string, *lmm.Summary) {
+	t.Helper()
+	point := fmt.Sprintf("%s-load%g", scheme, load*100)
+	dir := filepath.Join(root, "hull-dynamic", "20261123T100000", point, fmt.Sprintf("trial-%d", trial))
+	if err := os.MkdirAll(filepath.Join(dir, "lmm"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	in, out := filepath.Join(dir, "s0_eth1.pcap"), filepath.Join(dir, "s0_eth5.pcap")
+	if _, err := synth.Write(in, out, synth.Spec{
+		Packets: 4000, RateBPS: 1e9, Load: load * latencyScale, DropEvery: 500, FloorNS: 5000, Seed: uint64(trial),
+	}, false); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := lmm.Measure(filepath.Join(dir, "lmm"), "s0", []string{in}, out, lmm.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := records.Create(dir, "h5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s0 := int64(1_800_000_000e9)
+	for i := 0; i < 100; i++ {
+		size, fct := int64(1000), time.Duration(300+i*int(latencyScale*10))*time.Microsecond
+		if i%5 == 4 {
+			size, fct = 10_000_000, time.Duration(100+i)*time.Millisecond
+		}
+		start := s0 + int64(i)*1e7
+		w.Flow(records.Flow{ID: uint64(i), Pattern: "dynamic", Src: "h1", Dst: "h5", Size: size, Bytes: size, StartNS: start, EndNS: start + int64(fct)})
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	meta, _ := json.Marshal(map[string]any{
+		"scheme": scheme, "load": load, "trial": trial, "bottleneck_bps": 1e9, "unloaded_rtt_ns": 150_000,
+		"seed": 42, "fabric_version": "test", // fields report does not read
+	})
+	if err := os.WriteFile(filepath.Join(dir, MetaFile), meta, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := json.Marshal(capture.Stats{Label: "s0:eth1", Written: 4000, KernelPackets: 4000 + drops, Drops: drops})
+	if err := os.WriteFile(filepath.Join(dir, "s0_eth1.stats.json"), st, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, sum
+}
+
+func TestLoadRunsAndWriteTable4(t *testing.T) {
+	root := t.TempDir()
+	want := map[string][]float64{} // "scheme/load" → per-trial mean latency
+	for _, scheme := range []string{"tcp-droptail", "dctcp-pq950-pacer"} {
+		scale := 1.0
+		if scheme == "dctcp-pq950-pacer" {
+			scale = 0.6 // lighter queue: lower latency, which the table must show in bold
+		}
+		for _, load := range []float64{0.4, 0.2} {
+			for trial := 1; trial <= 2; trial++ {
+				var drops uint64
+				if scheme == "tcp-droptail" && load == 0.4 && trial == 2 {
+					drops = 17
+				}
+				_, s := trialDir(t, root, scheme, load, trial, scale, drops)
+				key := fmt.Sprintf("%s/%g", scheme, load)
+				want[key] = append(want[key], s.US.Mean)
+			}
+		}
+	}
+	trials, err := LoadRuns(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(trials) != 8 {
+		t.Fatalf("loaded %d trials, want 8", len(trials))
+	}
+	outDir := os.Getenv("FABRIC_REPORT_DIR") // set to keep an example report
+	if outDir == "" {
+		outDir = filepath.Join(root, "hull-dynamic", "20261123T100000")
+	}
+	rep, err := Write(outDir, trials...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rows: loads ascending, schemes in order of appearance (trial
+	// directories are loaded in path order).
+	if len(rep.Rows) != 4 || rep.Rows[0].Load != 0.2 || rep.Rows[3].Load != 0.4 || rep.Rows[2].Scheme != "dctcp-pq950-pacer" || rep.Rows[3].Scheme != "tcp-droptail" {
+		t.Fatalf("rows %+v", rep.Rows)
+	}
+	for _, r := range rep.Rows {
+		w := want[fmt.Sprintf("%s/%g", r.Scheme, r.Load)]
+		if mean := (w[0] + w[1]) / 2; math.Abs(r.LatAvg-mean) > 1e-9 {
+			t.Errorf("%s %g: latency avg %v, want mean of trials %v", r.Scheme, r.Load, r.LatAvg, mean)
+		}
+		if r.Trials != 2 || math.IsNaN(r.FCT1KBAvg) || math.IsNaN(r.FCT10MBAvg) {
+			t.Errorf("row %+v", r)
+		}
+	}
+	md := rep.Markdown
+	for _, s := range []string{
+		"| load | scheme | trials | switch latency avg (µs) | 90th (µs) | 99th (µs) | 1KB FCT avg (µs) | 1KB FCT 99th (µs) | 10MB FCT avg (ms) | fidelity |",
+		"| 40% | tcp-droptail | 2 |", "1 of 2 unfaithful", "capture s0:eth1 dropped 17 of 4017 packets",
+		"Lower the offered load", "[latency-vs-load](latency-vs-load.png)",
+	} {
+		if !strings.Contains(md, s) {
+			t.Errorf("report.md lacks %q:\n%s", s, md)
+		}
+	}
+	// The lighter scheme has the lower latency at 40%, in bold.
+	pq40 := fmt.Sprintf("**%.1f**", rep.Rows[2].LatAvg)
+	if !strings.Contains(md, "| 40% | dctcp-pq950-pacer | 2 | "+pq40) {
+		t.Errorf("best latency at 40%% not bold (%s):\n%s", pq40, md)
+	}
+	f, err := os.Open(filepath.Join(outDir, "summary.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil || len(rows) != 9 || len(rows[0]) != len(summaryColumns) {
+		t.Fatalf("summary.csv: %v, %d rows", err, len(rows))
+	}
+	for _, name := range []string{"report.md", "latency-vs-load.png", "latency-vs-load.svg", "switch-latency-cdf-load40.png", "fct-1kb-cdf-load20.svg"} {
+		if _, err := os.Stat(filepath.Join(outDir, name)); err != nil {
+			t.Errorf("missing %s", name)
+		}
+	}
+}
+
+func TestBadMetaNamesFileAndLine(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, MetaFile), []byte("{\n  \"scheme\": \"x\",\n  \"load\": \"forty\"\n}\n"), 0o644)
+	_, err := LoadTrial(dir)
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, MetaFile)) || !strings.Contains(err.Error(), "line 3") || !strings.Contains(err.Error(), `"load"`) {
+		t.Fatalf("err = %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, MetaFile), []byte(`{"scheme":"x"}`), 0o644)
+	w, _ := records.Create(dir, "h1")
+	w.Flow(records.Flow{ID: 1, Size: 1000, Bytes: 1000, StartNS: 1, EndNS: 2})
+	w.Close()
+	if _, err := LoadTrial(dir); err == nil || !strings.Contains(err.Error(), "bottleneck_bps") {
+		t.Fatalf("missing bottleneck: err = %v", err)
+	}
+}

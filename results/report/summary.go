@@ -1,0 +1,104 @@
+// Package report turns trials into HULL-style tables (Table 4's shape:
+// scheme × load, with switch latency avg/90th/99th, 1KB FCT avg/99th and
+// 10MB FCT avg), a per-trial summary.csv, and plots.
+//
+// The experiment runner fills a TrialSummary per trial, or LoadTrial reads
+// one back from a trial directory of the run layout
+//
+//	runs/NAME/TIMESTAMP/POINT/trial-N/
+//	    meta.json             scheme, load, ideal (bottleneck rate, unloaded RTT), fidelity
+//	    records-*.jsonl       endpoint records (fabric/internal/records)
+//	    lmm/NAME.summary.json LMM counts and statistics (lmm.Measure)
+//	    lmm/NAME.cdf.csv      LMM latency CDF
+//	    lmm/NAME.packets.csv  LMM per-packet latencies
+//	    **/*.stats.json       capture statistics (capture drops)
+package report
+
+import (
+	"fabric/results/lmm"
+	"fabric/results/stats"
+)
+
+// Fidelity says whether a trial's numbers can be believed. The runner fills
+// CPU figures; LoadTrial fills capture drops, LMM losses and incomplete
+// flows from the trial's files.
+type Fidelity struct {
+	// CaptureDrops is the sum of every capture's ring drops: a capture with
+	// drops cannot measure every packet.
+	CaptureDrops uint64 `json:"capture_drops"`
+	// CPUSaturated is set by the runner when the CPU had less than 20% idle
+	// for more than 10% of the run (issue 7's rule).
+	CPUSaturated bool `json:"cpu_saturated"`
+	// MinCPUIdlePct is the lowest CPU idle percentage sampled, if known.
+	MinCPUIdlePct float64 `json:"min_cpu_idle_pct,omitempty"`
+	// RateShortfall is the worst achieved/configured port rate below 1,
+	// if the runner measured it (0 when unknown).
+	RateShortfall float64 `json:"rate_shortfall,omitempty"`
+	// LMMUnmatched is how many packets the switch dropped (seen at ingress,
+	// never left); not a fidelity problem in itself, but reported.
+	LMMUnmatched int64 `json:"lmm_unmatched"`
+	// IncompleteFlows were cut off or failed.
+	IncompleteFlows int      `json:"incomplete_flows"`
+	Notes           []string `json:"notes,omitempty"`
+}
+
+// Faithful is false when the trial should not be believed: the CPU could
+// not keep up or the capture missed packets.
+func (f Fidelity) Faithful() bool { return !f.CPUSaturated && f.CaptureDrops == 0 }
+
+// Flags is a short text for tables: "ok", or what went wrong.
+func (f Fidelity) Flags() string {
+	var s []string
+	if f.CPUSaturated {
+		s = append(s, "cpu-saturated")
+	}
+	if f.CaptureDrops > 0 {
+		s = append(s, "capture-drops")
+	}
+	if len(s) == 0 {
+		return "ok"
+	}
+	out := s[0]
+	for _, x := range s[1:] {
+		out += "+" + x
+	}
+	return out
+}
+
+// TrialSummary is one trial's results: a plain struct the experiment runner
+// can fill directly. Statistics are in the units their names say; a nil
+// pointer means "not measured in this trial".
+type TrialSummary struct {
+	Scheme string  `json:"scheme"`
+	Load   float64 `json:"load"` // offered load as a fraction of the bottleneck (0.4 = 40%)
+	Point  string  `json:"point"`
+	Trial  int     `json:"trial"`
+	Dir    string  `json:"dir,omitempty"`
+
+	SwitchLatencyUS *stats.Summary `json:"switch_latency_us,omitempty"`
+	LMM             *lmm.Counts    `json:"lmm,omitempty"`
+
+	FCT1KBUS      *stats.Summary `json:"fct_1kb_us,omitempty"`
+	FCT10MBUS     *stats.Summary `json:"fct_10mb_us,omitempty"`
+	SlowdownAll   *stats.Summary `json:"slowdown_all,omitempty"`
+	QCTUS         *stats.Summary `json:"qct_us,omitempty"`
+	ThroughputMbp *stats.Summary `json:"throughput_mbps,omitempty"`
+	// ThroughputFraction is the aggregate throughput of long-lived flows
+	// over their ideal (permutation, static).
+	ThroughputFraction float64 `json:"throughput_fraction,omitempty"`
+
+	Fidelity Fidelity `json:"fidelity"`
+
+	// Distributions for plots (not in summary.csv).
+	LatencyCDF []stats.Point `json:"-"` // switch latency, µs
+	FCT1KBCDF  []stats.Point `json:"-"` // µs
+	QCTCDF     []stats.Point `json:"-"` // µs
+	Throughput []TimeSeries  `json:"-"`
+}
+
+// TimeSeries is one flow's throughput over time.
+type TimeSeries struct {
+	Label   string
+	Seconds []float64
+	Mbps    []float64
+}
