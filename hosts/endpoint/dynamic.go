@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"fabric/hosts/workload"
 	"fabric/internal/records"
 )
 
@@ -53,6 +54,34 @@ type dynamicClient struct {
 	outstanding atomic.Int64
 	received    atomic.Int64 // bytes of completed responses
 	completed   atomic.Int64
+	lateness    lateness // generator only
+}
+
+// lateness summarises how far behind its schedule the generator sent
+// requests. Late requests are sent at once (the rate stays exact), so a
+// CPU too busy to keep up shows here and as bunched arrivals; runs with
+// large values should not be believed.
+type lateness struct {
+	n, over1ms int
+	sum, max   time.Duration
+	sendMax    time.Duration // the longest request write, which delays the next wake-up
+}
+
+func (l *lateness) add(d time.Duration) {
+	l.n++
+	l.sum += d
+	l.max = max(l.max, d)
+	if d > time.Millisecond {
+		l.over1ms++
+	}
+}
+
+func (l *lateness) logAttrs() []any {
+	if l.n == 0 {
+		return nil
+	}
+	return []any{"late_mean", (l.sum / time.Duration(l.n)).Round(time.Microsecond), "late_max", l.max.Round(time.Microsecond),
+		"late_over_1ms_pct", float64(l.over1ms) * 100 / float64(l.n), "send_max", l.sendMax.Round(time.Microsecond)}
 }
 
 func runDynamic(ctx context.Context, cfg *Config, w *records.Writer) error {
@@ -92,51 +121,30 @@ func runDynamic(ctx context.Context, cfg *Config, w *records.Writer) error {
 	cfg.Log.Info("dynamic", "workload", cfg.Workload.Name, "mean_bytes", cfg.Workload.Mean(), "load", cfg.Load,
 		"link_rate", cfg.LinkRate, "requests_per_s", rate, "servers", len(cfg.Peers), "conns", len(all))
 
-	// Separate streams for sizes, gaps and choices, so that changing one
-	// (say, the number of servers) does not change the others.
-	sizes := cfg.Workload.NewSampler(cfg.Seed)
-	gaps := rand.New(rand.NewPCG(cfg.Seed, 1))
-	pick := rand.New(rand.NewPCG(cfg.Seed, 2))
-	ids := newIDs(cfg.Host, cfg.Pattern)
-
 	start := time.Now()
-	end := start.Add(cfg.Duration)
-	next := start
-	t := time.NewTimer(0)
-	defer t.Stop()
-	<-t.C
-	var sent, offered int64
-	for {
-		next = next.Add(time.Duration(gaps.ExpFloat64() / rate * 1e9))
-		if next.After(end) {
-			break
-		}
-		t.Reset(time.Until(next))
-		select {
-		case <-ctx.Done():
-			d.report(start, sent, offered)
-			return nil
-		case <-t.C:
-		}
-		size := max(sizes.Next(), 1) // a zero-byte response has no last byte to time
-		class := cfg.DSCP.For(size)
-		conns := pools[pick.IntN(len(pools))][class]
-		c := conns[pick.IntN(len(conns))]
-		if err := d.send(c, &request{id: ids.next(), size: size}); err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			return fmt.Errorf("request to %s: %w", c.server, err)
-		}
-		sent++
-		offered += size
+	g := &generator{d: d, pools: pools, rate: rate, start: start,
+		// Separate streams for sizes, gaps and choices, so that changing
+		// one (say, the number of servers) does not change the others.
+		sizes: cfg.Workload.NewSampler(cfg.Seed),
+		gaps:  rand.New(rand.NewPCG(cfg.Seed, 1)),
+		pick:  rand.New(rand.NewPCG(cfg.Seed, 2)),
+		ids:   newIDs(cfg.Host, cfg.Pattern)}
+	done := make(chan error)
+	go func() {
+		// The goroutine ends locked to its thread, so the thread (and its
+		// real-time policy) goes away with it.
+		pinGenerator()
+		done <- g.run(ctx)
+	}()
+	if err := <-done; err != nil {
+		return err
 	}
 	// Wait for the responses in flight, then report.
 	drainEnd := time.Now().Add(cfg.Drain)
 	for d.outstanding.Load() > 0 && time.Now().Before(drainEnd) && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
-	d.report(start, sent, offered)
+	d.report(start, g.sent, g.offered)
 	return nil
 }
 
@@ -146,6 +154,7 @@ func (d *dynamicClient) report(start time.Time, sent, offered int64) {
 		"unfinished", d.outstanding.Load(), "offered_mbps", float64(offered)*8/secs/1e6,
 		"received_mbps", float64(d.received.Load())*8/secs/1e6,
 		"target_mbps", d.cfg.Load*float64(d.cfg.LinkRate)/1e6, "elapsed", time.Since(start).Round(time.Millisecond))
+	d.cfg.Log.Info("dynamic schedule", d.lateness.logAttrs()...)
 }
 
 // send queues r on c and writes the request. Only the generator writes,
@@ -200,5 +209,49 @@ func (d *dynamicClient) read(c *dynConn) {
 			}
 			return
 		}
+	}
+}
+
+// generator is the open-loop Poisson schedule of one client.
+type generator struct {
+	d     *dynamicClient
+	pools []map[DSCP][]*dynConn
+	rate  float64 // requests per second
+	start time.Time
+	sizes *workload.Sampler
+	gaps  *rand.Rand
+	pick  *rand.Rand
+	ids   *idSource
+
+	sent, offered int64
+}
+
+// run sends requests until Duration has passed or ctx ends.
+func (g *generator) run(ctx context.Context) error {
+	cfg := g.d.cfg
+	end := g.start.Add(cfg.Duration)
+	next := g.start
+	for {
+		// The schedule is absolute: a late wake-up is followed by a
+		// shorter sleep, so lateness never lowers the rate.
+		next = next.Add(time.Duration(g.gaps.ExpFloat64() / g.rate * 1e9))
+		if next.After(end) || !sleepUntil(ctx, next) {
+			return nil
+		}
+		g.d.lateness.add(time.Since(next))
+		size := max(g.sizes.Next(), 1) // a zero-byte response has no last byte to time
+		conns := g.pools[g.pick.IntN(len(g.pools))][cfg.DSCP.For(size)]
+		c := conns[g.pick.IntN(len(conns))]
+		t0 := time.Now()
+		err := g.d.send(c, &request{id: g.ids.next(), size: size})
+		g.d.lateness.sendMax = max(g.d.lateness.sendMax, time.Since(t0))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("request to %s: %w", c.server, err)
+		}
+		g.sent++
+		g.offered += size
 	}
 }

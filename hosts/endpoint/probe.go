@@ -89,29 +89,22 @@ func sendProbes(ctx context.Context, cfg *Config, c net.Conn) error {
 	if len(host) > len(buf)-probePayloadMin {
 		host = host[:len(buf)-probePayloadMin]
 	}
-	t := time.NewTimer(0)
-	defer t.Stop()
+	pinGenerator() // sendProbes runs in a goroutine of its own
 	next := time.Now()
 	for seq := uint64(0); ; seq++ {
-		select {
-		case <-ctx.Done():
+		if !sleepUntil(ctx, next) {
 			return nil
-		case <-t.C:
 		}
-		now := time.Now()
-		probeMsg{seq: seq, sendNS: now.UnixNano(), dscp: cfg.DSCP.Default, host: host}.encode(buf)
-		if _, err := c.Write(buf); err != nil && ctx.Err() == nil {
+		probeMsg{seq: seq, sendNS: time.Now().UnixNano(), dscp: cfg.DSCP.Default, host: host}.encode(buf)
+		if _, err := c.Write(buf); err != nil {
 			// A refused datagram (no server yet) is lost like any other probe.
 			cfg.Log.Debug("probe send", "err", err)
 		}
 		// A fixed schedule keeps the mean interval exact; after a stall
 		// longer than one interval it restarts rather than bursting.
 		next = next.Add(cfg.ProbeInterval)
-		if d := time.Until(next); d > -cfg.ProbeInterval {
-			t.Reset(max(d, 0))
-		} else {
+		if time.Since(next) > cfg.ProbeInterval {
 			next = time.Now()
-			t.Reset(0)
 		}
 	}
 }
