@@ -31,8 +31,8 @@ const (
 	LabelNetNS = "fabric.netns"
 )
 
-// LabelImage marks images built by BuildImage, whose command is `fabric
-// sleep` and prints SleepReady.
+// LabelImage=ImageKindEndpoint marks images whose command is `fabric
+// sleep`, which prints SleepReady (images/endpoint/Dockerfile sets it).
 const (
 	LabelImage        = "fabric.image"
 	ImageKindEndpoint = "endpoint"
@@ -223,25 +223,31 @@ func (d *Docker) Create(ctx context.Context, ref emu.HostRef) (err error) {
 	if err != nil {
 		return fmt.Errorf("inspect container %s: %w", name, err)
 	}
+	// exitCode is the code of a container seen to have stopped; the exit
+	// watch has it, or will in a moment.
+	exitCode := func() int {
+		select {
+		case w := <-exited.Result:
+			return int(w.StatusCode)
+		case <-time.After(5 * time.Second):
+			return -1
+		}
+	}
 	state := inspected.Container.State
 	if state == nil || !state.Running || state.Pid == 0 {
-		code := -1
-		if state != nil {
-			code = state.ExitCode
-		}
-		return d.exitedEarly(ctx, cli, name, id, code)
+		return d.exitedEarly(ctx, cli, name, id, exitCode())
 	}
 
 	if err := unix.Mount(fmt.Sprintf("/proc/%d/ns/net", state.Pid), ref.NetNS, "", unix.MS_BIND, ""); err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			// The process went away between inspect and mount.
-			return d.exitedEarly(ctx, cli, name, id, -1)
+			return d.exitedEarly(ctx, cli, name, id, exitCode())
 		}
 		return fmt.Errorf("bind-mount namespace of container %s (pid %d) at %s: %w", name, state.Pid, ref.NetNS, err)
 	}
 	// removeNetNSFile (already queued) unmounts before it deletes.
 
-	// Settle: an image of ours says when its command is up (it prints
+	// Settle: an endpoint image says when its command is up (it prints
 	// SleepReady), so an early exit is caught for certain; for any other
 	// image, watching for ExitGrace is the best there is.
 	settle := d.ExitGrace

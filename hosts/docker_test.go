@@ -136,26 +136,36 @@ func TestDockerCreateStartRemove(t *testing.T) {
 	}
 }
 
+// A container whose command fails at once, as with a wrong image: with an
+// endpoint image (which reports readiness) and with a foreign one (where
+// Create can only watch for ExitGrace).
 func TestDockerEarlyExit(t *testing.T) {
 	testenv.RequireDocker(t)
-	// An image whose command fails at once, as a wrong image would.
-	image := buildTestImage(t, []byte("FROM scratch\nCOPY fabric /fabric\nENTRYPOINT [\"/fabric\"]\nCMD [\"exit-now\"]\n"))
-	cli := dockerClient(t)
-	d := &hosts.Docker{}
-	ref := dockerRef(t, uniqueName(), "h7", image)
-	t.Cleanup(func() { d.Remove(context.Background(), ref) })
+	const dockerfile = "FROM scratch\nCOPY fabric /fabric\nENTRYPOINT [\"/fabric\"]\nCMD [\"exit-now\"]\n"
+	for _, tc := range []struct{ name, dockerfile string }{
+		{"endpoint", dockerfile + "LABEL " + hosts.LabelImage + "=" + hosts.ImageKindEndpoint + "\n"},
+		{"foreign", dockerfile},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			image := buildTestImage(t, []byte(tc.dockerfile))
+			cli := dockerClient(t)
+			d := &hosts.Docker{ExitGrace: time.Second} // a loaded machine starts containers slowly
+			ref := dockerRef(t, uniqueName(), "h7", image)
+			t.Cleanup(func() { d.Remove(context.Background(), ref) })
 
-	err := d.Create(context.Background(), ref)
-	if err == nil {
-		t.Fatal("Create of a container that exits at once succeeded")
+			err := d.Create(context.Background(), ref)
+			if err == nil {
+				t.Fatal("Create of a container that exits at once succeeded")
+			}
+			t.Logf("error: %v", err)
+			for _, want := range []string{"host h7", "exited early", "code 1", `unknown command "exit-now"`} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			assertDockerHostGone(t, cli, ref)
+		})
 	}
-	t.Logf("error: %v", err)
-	for _, want := range []string{"host h7", "exited early", "code 1", `unknown command "exit-now"`} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not say %q", err, want)
-		}
-	}
-	assertDockerHostGone(t, cli, ref)
 }
 
 func TestDockerMissingImage(t *testing.T) {

@@ -59,7 +59,6 @@ func (d *Docker) BuildImage(ctx context.Context, b ImageBuild) (string, error) {
 		Tags:        []string{b.Tag},
 		Remove:      true,
 		ForceRemove: true,
-		Labels:      map[string]string{LabelImage: ImageKindEndpoint},
 	})
 	if err != nil {
 		return "", fmt.Errorf("build image %s: %w", b.Tag, err)
@@ -101,7 +100,7 @@ func checkStatic(path string) error {
 	defer f.Close()
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
-			return fmt.Errorf("fabric binary %s is dynamically linked; the image is FROM scratch, so build it static: CGO_ENABLED=0 go build -o %s ./cmd/fabric", path, path)
+			return fmt.Errorf("fabric binary %s is dynamically linked; the image is FROM scratch, so build it static: CGO_ENABLED=0 go build ./cmd/fabric", path)
 		}
 	}
 	return nil
