@@ -1,0 +1,237 @@
+package emu
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"fabric/internal/testenv"
+)
+
+// upForTest builds a lab from YAML and removes it when the test ends.
+func upForTest(t *testing.T, src string) *Lab {
+	t.Helper()
+	testenv.RequireRoot(t)
+	s, err := Parse(t.Name()+".yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	Down(context.Background(), s.Name) // a previous crashed run of this test
+	lab, err := Up(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := lab.Down(context.Background()); err != nil {
+			t.Errorf("down: %v", err)
+		}
+		assertNothingLeft(t, s.Name)
+	})
+	return lab
+}
+
+// assertNothingLeft checks that no namespace, state or pinned BPF
+// directory of lab remains, and that the root namespace has no links it
+// did not have before the tests started.
+func assertNothingLeft(t *testing.T, lab string) {
+	t.Helper()
+	if ns, _ := labNetNS(lab); len(ns) > 0 {
+		t.Errorf("lab %s left namespaces: %v", lab, ns)
+	}
+	for _, p := range []string{LabDir(lab), filepath.Join(BPFDir, lab)} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("lab %s left %s", lab, p)
+		}
+	}
+	links, _ := netlink.LinkList()
+	for _, l := range links {
+		if rootLinksBefore != nil && !rootLinksBefore[l.Attrs().Name] {
+			t.Errorf("root namespace has a new link %s", l.Attrs().Name)
+		}
+	}
+}
+
+var rootLinksBefore map[string]bool
+
+func TestMain(m *testing.M) {
+	if os.Geteuid() == 0 {
+		rootLinksBefore = map[string]bool{}
+		links, _ := netlink.LinkList()
+		for _, l := range links {
+			rootLinksBefore[l.Attrs().Name] = true
+		}
+	}
+	os.Exit(m.Run())
+}
+
+func TestFatTreeK4PingAllAndECMP(t *testing.T) {
+	lab := upForTest(t, "name: t-emu-k4\ntopology: {kind: fattree, k: 4}\n")
+	res, err := lab.PingAll(context.Background(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sent != 16*15 || res.Received != res.Sent {
+		t.Fatalf("pingall: %d/%d received; lost %v", res.Received, res.Sent, res.Lost())
+	}
+
+	// The kernel holds the multipath routes the graph computed: an edge
+	// switch reaches another pod over both aggregation switches.
+	err = lab.Do("p0e0", func() error {
+		_, dst, _ := net.ParseCIDR("10.2.0.0/24")
+		routes, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Dst: dst}, netlink.RT_FILTER_DST)
+		if err != nil {
+			return err
+		}
+		if len(routes) != 1 || len(routes[0].MultiPath) != 2 {
+			return fmt.Errorf("p0e0 → 10.2.0.0/24: %+v, want one route with 2 next hops", routes)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// 8 UDP flows from pod 0 to pod 2 (different source ports): with L4
+	// hashing they must not all cross the same core switch.
+	before := coreTx(t, lab)
+	dst := lab.Graph.Node("h8").Addr
+	var sink net.PacketConn
+	if err := lab.Do("h8", func() (err error) { sink, err = net.ListenPacket("udp4", dst.String()+":9000"); return }); err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	for f := 0; f < 8; f++ {
+		var c net.Conn
+		err := lab.Do("h0", func() (err error) { c, err = net.Dial("udp4", dst.String()+":9000"); return })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 50; i++ {
+			c.Write(make([]byte, 200))
+		}
+		c.Close()
+	}
+	time.Sleep(200 * time.Millisecond)
+	after := coreTx(t, lab)
+	used := 0
+	for core, n := range after {
+		if n-before[core] >= 40 { // a flow's 50 packets, less ARP and slack
+			used++
+		}
+	}
+	if used < 2 {
+		t.Fatalf("8 flows used %d core switches (tx packets before %v after %v), want ≥ 2", used, before, after)
+	}
+	t.Logf("8 flows spread over %d of 4 core switches", used)
+}
+
+// coreTx sums transmitted packets over each core switch's interfaces.
+func coreTx(t *testing.T, lab *Lab) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, n := range lab.Graph.Switches() {
+		if n.Tier != "core" {
+			continue
+		}
+		err := lab.Do(n.Name, func() error {
+			for _, i := range n.Ifaces {
+				l, err := netlink.LinkByName(i.Name)
+				if err != nil {
+					return err
+				}
+				out[n.Name] += l.Attrs().Statistics.TxPackets
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func TestTwoLabsCoexistAndNamesAreExclusive(t *testing.T) {
+	a := upForTest(t, "name: t-emu-a\ntopology: {kind: star, hosts: 3}\n")
+	b := upForTest(t, "name: t-emu-b\ntopology: {kind: dumbbell, left: 2, right: 2}\n")
+	for _, lab := range []*Lab{a, b} {
+		res, err := lab.PingAll(context.Background(), time.Second)
+		if err != nil || res.Received != res.Sent {
+			t.Fatalf("%s: %v, %d/%d", lab.Name, err, res.Received, res.Sent)
+		}
+	}
+	s, _ := Parse("again.yaml", []byte("name: t-emu-a\ntopology: {kind: star, hosts: 2}\n"))
+	if _, err := Up(context.Background(), s); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Fatalf("second up of t-emu-a: %v", err)
+	}
+	// The failed up must not have touched the running lab.
+	if res, err := a.PingAll(context.Background(), time.Second); err != nil || res.Received != res.Sent {
+		t.Fatalf("t-emu-a after a refused up: %v", err)
+	}
+}
+
+// A failure part-way (here a host sysctl the kernel does not have) rolls
+// back everything made so far.
+func TestFailedUpRollsBack(t *testing.T) {
+	testenv.RequireRoot(t)
+	s, err := Parse("rb.yaml", []byte("name: t-emu-rb\ntopology: {kind: star, hosts: 4}\nhosts:\n  sysctls: {net.ipv4.no_such_knob: 1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Up(context.Background(), s)
+	if err == nil || !strings.Contains(err.Error(), "no_such_knob") {
+		t.Fatalf("up: %v", err)
+	}
+	assertNothingLeft(t, "t-emu-rb")
+}
+
+// Killing `fabric up` with SIGKILL half-way and then running `fabric down`
+// leaves nothing. CI sets FABRIC_TEST_DOWN_ALL=1 to exercise
+// `down --all`; developers' machines may run other labs, so by default the
+// test removes its own lab by name (the same prefix scan, without state).
+func TestCrashRecovery(t *testing.T) {
+	testenv.RequireRoot(t)
+	bin := filepath.Join(t.TempDir(), "fabric")
+	build := exec.Command("go", "build", "-o", bin, "fabric/cmd/fabric")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	const lab = "t-emu-crash"
+	file := filepath.Join(t.TempDir(), "crash.yaml")
+	os.WriteFile(file, []byte("name: "+lab+"\ntopology: {kind: fattree, k: 8}\n"), 0o644)
+	up := exec.Command(bin, "up", file)
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ns, _ := labNetNS(lab)
+		if len(ns) >= 40 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	up.Process.Signal(syscall.SIGKILL)
+	up.Wait()
+	ns, _ := labNetNS(lab)
+	t.Logf("killed up with %d namespaces made", len(ns))
+	if len(ns) == 0 {
+		t.Fatal("up made no namespaces before it was killed")
+	}
+	args := []string{"down", lab}
+	if os.Getenv("FABRIC_TEST_DOWN_ALL") == "1" {
+		args = []string{"down", "--all"}
+	}
+	if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+		t.Fatalf("fabric %v: %v\n%s", args, err, out)
+	}
+	assertNothingLeft(t, lab)
+}
