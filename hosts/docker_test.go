@@ -253,3 +253,30 @@ func waitWithin(t *testing.T, p hosts.Process, d time.Duration) error {
 		return nil
 	}
 }
+
+// BenchmarkDockerHost is the cost of one docker host: container create,
+// start, readiness and namespace mount, then removal. emu creates hosts in
+// parallel, so a lab pays roughly this once per worker round.
+func BenchmarkDockerHost(b *testing.B) {
+	testenv.RequireDocker(b)
+	image := buildTestImage(b, nil)
+	d := &hosts.Docker{}
+	ctx := context.Background()
+	var create, remove time.Duration
+	for i := 0; b.Loop(); i++ {
+		ref := dockerRef(b, uniqueName(), fmt.Sprintf("h%d", i), image)
+		t0 := time.Now()
+		if err := d.Create(ctx, ref); err != nil {
+			d.Remove(ctx, ref)
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if err := d.Remove(ctx, ref); err != nil {
+			b.Fatal(err)
+		}
+		create += t1.Sub(t0)
+		remove += time.Since(t1)
+	}
+	b.ReportMetric(float64(create.Milliseconds())/float64(b.N), "create-ms/host")
+	b.ReportMetric(float64(remove.Milliseconds())/float64(b.N), "remove-ms/host")
+}

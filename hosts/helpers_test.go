@@ -90,7 +90,7 @@ func moduleRoot() (string, error) {
 
 // buildTestImage builds an endpoint image under a fresh tag from a freshly
 // built binary; dockerfile nil means the real images/endpoint/Dockerfile.
-func buildTestImage(t *testing.T, dockerfile []byte) string {
+func buildTestImage(t testing.TB, dockerfile []byte) string {
 	t.Helper()
 	t0 := time.Now()
 	bin, err := fabricBinary()
@@ -204,7 +204,7 @@ func newTestNetNS(t *testing.T, name string) string {
 }
 
 // dockerRef is a docker host of lab with a run directory of its own.
-func dockerRef(t *testing.T, lab, node, image string) emu.HostRef {
+func dockerRef(t testing.TB, lab, node, image string) emu.HostRef {
 	return emu.HostRef{
 		Lab: lab, Node: node, NetNS: emu.NetNSPath(lab, node),
 		Runtime: "docker", Image: image, RunDir: t.TempDir(),
