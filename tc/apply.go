@@ -139,9 +139,7 @@ func (p Port) bandShare(b int) (rate uint64, prio uint32, weight int) {
 func (p Port) htbClass(ifindex int, parent, handle uint32, rate uint64, prio uint32, weight int) *netlink.HtbClass {
 	frame := uint32(p.MTU + frameOverhead)
 	ceil := p.Rate.BitsPerSecond()
-	burst := func(bps uint64) uint32 {
-		return max(2*frame, uint32(float64(bps)/8*burstTime.Seconds()))
-	}
+	burst := p.burstBytes
 	return netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: ifindex, Parent: parent, Handle: handle},
 		netlink.HtbClassAttrs{
 			Rate: rate, Ceil: ceil, Prio: prio,
@@ -151,6 +149,11 @@ func (p Port) htbClass(ifindex int, parent, handle uint32, rate uint64, prio uin
 			// not warn about quanta derived from large rates).
 			Quantum: frame * uint32(weight),
 		})
+}
+
+// burstBytes is the HTB bucket for a class of the given rate.
+func (p Port) burstBytes(bps uint64) uint32 {
+	return max(2*uint32(p.MTU+frameOverhead), uint32(float64(bps)/8*burstTime.Seconds()))
 }
 
 // addLeaf puts band b's queue under its class: the drop-tail fifo, or netem

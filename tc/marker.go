@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cilium/ebpf"
+	bpflink "github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -25,8 +27,8 @@ const (
 	markECN     = 1
 	markPhantom = 2
 
-	dirEgress  = 0
-	dirPhantom = 1
+	dirEgress = 0
+	dirPeer   = 1
 )
 
 // filterPrio is the tc filter priority of fabric's port programs on
@@ -144,6 +146,10 @@ func applyPrograms(ctx context.Context, c *nsConn, link netlink.Link, t Target, 
 		return err
 	}
 	ifindex := link.Attrs().Index
+	egressKey, err := portKey(c, ifindex, dirEgress)
+	if err != nil {
+		return err
+	}
 	if p.needsProgram() {
 		cfg := portPortCfg{DrainBps: uint64(p.Rate.BytesPerSecond()), BandOf: p.BandOf}
 		if p.Bands > 1 {
@@ -152,42 +158,84 @@ func applyPrograms(ctx context.Context, c *nsConn, link netlink.Link, t Target, 
 		if p.ECN != nil {
 			cfg.Marker = markECN
 			cfg.Threshold = uint32(p.ECN.Threshold)
-			// The virtual queue models every band's fifo together.
-			cfg.Cap = uint32(p.BufferBytes()) * uint32(p.Bands)
+			cfg.Cap = uint32(p.BufferBytes())
+			cfg.StaleNs = p.staleAfter()
 		}
 		if err := attach(c, ifindex, netlink.HANDLE_MIN_EGRESS, o.PortEgress); err != nil {
 			return err
 		}
-		if err := setPort(c, o.PortCfgs, o.PortStates, ifindex, dirEgress, cfg); err != nil {
+		if p.ECN != nil {
+			if err := countDepartures(t.Lab, o); err != nil {
+				return err
+			}
+		}
+		if err := setPort(o, egressKey, cfg); err != nil {
 			return err
 		}
 	}
-	if p.Phantom != nil {
-		if t.PeerNetNS == "" || t.PeerIfname == "" {
-			return fmt.Errorf("marking.phantom needs the peer end of the link (Target.PeerNetNS/PeerIfname)")
-		}
-		pc, err := openNS(t.PeerNetNS)
-		if err != nil {
-			return fmt.Errorf("phantom queue at %s:%s: %w", t.PeerNode, t.PeerIfname, err)
-		}
-		defer pc.Close()
-		peer, err := pc.h.LinkByName(t.PeerIfname)
-		if err != nil {
-			return fmt.Errorf("phantom queue at %s:%s: %w", t.PeerNode, t.PeerIfname, err)
-		}
-		cfg := portPortCfg{
-			Marker:    markPhantom,
-			DrainBps:  uint64(p.Rate.BytesPerSecond() * p.Phantom.Drain),
-			Threshold: uint32(p.Phantom.Threshold),
-		}
-		if err := attach(pc, peer.Attrs().Index, netlink.HANDLE_MIN_INGRESS, o.PortPhantom); err != nil {
-			return err
-		}
-		if err := setPort(pc, o.PortCfgs, o.PortStates, peer.Attrs().Index, dirPhantom, cfg); err != nil {
-			return err
-		}
+	if p.Phantom == nil {
+		return nil
+	}
+	if t.PeerNetNS == "" || t.PeerIfname == "" {
+		return fmt.Errorf("marking.phantom needs the peer end of the link (Target.PeerNetNS/PeerIfname)")
+	}
+	pc, err := openNS(t.PeerNetNS)
+	if err != nil {
+		return fmt.Errorf("peer %s:%s: %w", t.PeerNode, t.PeerIfname, err)
+	}
+	defer pc.Close()
+	peer, err := pc.h.LinkByName(t.PeerIfname)
+	if err != nil {
+		return fmt.Errorf("peer %s:%s: %w", t.PeerNode, t.PeerIfname, err)
+	}
+	peerKey, err := portKey(pc, peer.Attrs().Index, dirPeer)
+	if err != nil {
+		return err
+	}
+	cfg := portPortCfg{
+		Marker:    markPhantom,
+		DrainBps:  uint64(p.Rate.BytesPerSecond() * p.Phantom.Drain),
+		Threshold: uint32(p.Phantom.Threshold),
+	}
+	if err := attach(pc, peer.Attrs().Index, netlink.HANDLE_MIN_INGRESS, o.PortPeer); err != nil {
+		return err
+	}
+	return setPort(o, peerKey, cfg)
+}
+
+// countDepartures attaches port_xmit to the net_dev_start_xmit tracepoint
+// once per lab. The link is pinned next to the maps, so it outlives the
+// process that built the lab (as the tc filters do) and a later process
+// finds it instead of attaching twice; ForgetLab's unpinning detaches it.
+func countDepartures(lab string, o *portObjects) error {
+	loaded.Lock()
+	defer loaded.Unlock()
+	dir, err := labPinDir(lab, true)
+	if err != nil {
+		return err
+	}
+	pin := filepath.Join(dir, "xmit_link")
+	if l, err := bpflink.LoadPinnedLink(pin, nil); err == nil {
+		return l.Close() // closing our fd leaves the pinned link attached
+	}
+	l, err := bpflink.AttachTracing(bpflink.TracingOptions{Program: o.PortXmit})
+	if err != nil {
+		return fmt.Errorf("attach departure counter: %w", err)
+	}
+	defer l.Close()
+	if err := l.Pin(pin); err != nil {
+		return fmt.Errorf("pin departure counter: %w", err)
 	}
 	return nil
+}
+
+// staleAfter is how long a port with a queue can send nothing: HTB sends a
+// frame every frame time; a few frame times and 2 ms of scheduling slack
+// later, a port that still "has a queue" has lost a packet after its qdisc
+// (a veth drop) and is really empty.
+func (p Port) staleAfter() uint64 {
+	frame := float64(p.MTU+frameOverhead) / p.Rate.BytesPerSecond()
+	return uint64(4*frame*1e9) + uint64(2*time.Millisecond)
 }
 
 // attach adds clsact (if missing) and points fabric's filter on hook
@@ -210,16 +258,12 @@ func attach(c *nsConn, ifindex int, hook uint32, prog *ebpf.Program) error {
 	return nil
 }
 
-// setPort writes a port's parameters and resets its counters.
-func setPort(c *nsConn, cfgs, states *ebpf.Map, ifindex int, dir uint32, cfg portPortCfg) error {
-	key, err := portKey(c, ifindex, dir)
-	if err != nil {
-		return err
-	}
-	if err := states.Update(&key, &portPortState{}, ebpf.UpdateAny); err != nil {
+// setPort writes a hook's parameters and resets its counters.
+func setPort(o *portObjects, key portPortKey, cfg portPortCfg) error {
+	if err := o.PortStates.Update(&key, &portPortState{}, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("port state: %w", err)
 	}
-	if err := cfgs.Update(&key, &cfg, ebpf.UpdateAny); err != nil {
+	if err := o.PortCfgs.Update(&key, &cfg, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("port parameters: %w", err)
 	}
 	return nil

@@ -20,6 +20,7 @@ type portPortCfg struct {
 	DrainBps  uint64
 	Threshold uint32
 	Cap       uint32
+	StaleNs   uint64
 	BandOf    [8]uint8
 }
 
@@ -36,24 +37,28 @@ type portPortState struct {
 		_   structs.HostLayout
 		Val uint32
 	}
-	Pad     uint32
-	Vq      uint64
-	LastNs  uint64
-	Packets uint64
-	Bytes   uint64
-	Ect     uint64
-	Marks   uint64
-	VqMax   uint64
+	Pad          uint32
+	Vq           uint64
+	LastNs       uint64
+	Packets      uint64
+	Bytes        uint64
+	Ect          uint64
+	Marks        uint64
+	VqMax        uint64
+	Arrived      [8]uint64
+	Departed     [8]uint64
+	LastDepartNs uint64
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	portMapPortCfgs     = "port_cfgs"
-	portMapPortStates   = "port_states"
-	portProgPortEgress  = "port_egress"
-	portProgPortPhantom = "port_phantom"
+	portMapPortCfgs    = "port_cfgs"
+	portMapPortStates  = "port_states"
+	portProgPortEgress = "port_egress"
+	portProgPortPeer   = "port_peer"
+	portProgPortXmit   = "port_xmit"
 )
 
 // loadPort returns the embedded CollectionSpec for port.
@@ -98,8 +103,9 @@ type portSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type portProgramSpecs struct {
-	PortEgress  *ebpf.ProgramSpec `ebpf:"port_egress"`
-	PortPhantom *ebpf.ProgramSpec `ebpf:"port_phantom"`
+	PortEgress *ebpf.ProgramSpec `ebpf:"port_egress"`
+	PortPeer   *ebpf.ProgramSpec `ebpf:"port_peer"`
+	PortXmit   *ebpf.ProgramSpec `ebpf:"port_xmit"`
 }
 
 // portMapSpecs contains maps before they are loaded into the kernel.
@@ -157,14 +163,16 @@ type portVariables struct {
 //
 // It can be passed to loadPortObjects or ebpf.CollectionSpec.LoadAndAssign.
 type portPrograms struct {
-	PortEgress  *ebpf.Program `ebpf:"port_egress"`
-	PortPhantom *ebpf.Program `ebpf:"port_phantom"`
+	PortEgress *ebpf.Program `ebpf:"port_egress"`
+	PortPeer   *ebpf.Program `ebpf:"port_peer"`
+	PortXmit   *ebpf.Program `ebpf:"port_xmit"`
 }
 
 func (p *portPrograms) Close() error {
 	return _PortClose(
 		p.PortEgress,
-		p.PortPhantom,
+		p.PortPeer,
+		p.PortXmit,
 	)
 }
 

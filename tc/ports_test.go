@@ -37,7 +37,7 @@ func bulkTCP(t *testing.T, lab *tctest.Lab, host, rx string, port tc.Target, d, 
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	errc := make(chan error, 1)
-	go func() { errc <- lab.TCPBulk(ctx, host, netip.AddrPortFrom(lab.Addr(rx), 5001), 0) }()
+	go func() { errc <- lab.TCPBulk(ctx, host, netip.AddrPortFrom(lab.Addr(rx), 5001), 0, "") }()
 	time.Sleep(warm)
 	s0, err := tc.Stats(context.Background(), port)
 	if err != nil {

@@ -201,4 +201,3 @@ func TestWeightedClasses(t *testing.T) {
 		t.Errorf("port carried %.1f Mbit/s, want ≥ 85: the classes are not sharing the whole port", total*8/3/1e6)
 	}
 }
-

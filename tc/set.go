@@ -60,7 +60,7 @@ func Set(ctx context.Context, t Target, key, value string) error {
 		if err != nil {
 			return err
 		}
-		return updateMarker(t, dirPhantom, markPhantom, key, func(c *portPortCfg) error {
+		return updateMarker(t, dirPeer, markPhantom, key, func(c *portPortCfg) error {
 			c.Threshold = uint32(k)
 			return nil
 		})
@@ -76,7 +76,7 @@ func Set(ctx context.Context, t Target, key, value string) error {
 		if err != nil {
 			return err
 		}
-		return updateMarker(t, dirPhantom, markPhantom, key, func(c *portPortCfg) error {
+		return updateMarker(t, dirPeer, markPhantom, key, func(c *portPortCfg) error {
 			c.DrainBps = uint64(rate.BytesPerSecond() * d)
 			return nil
 		})
@@ -100,7 +100,7 @@ func positiveSize(key, value string) (units.Size, error) {
 // parameters, never a mix; the virtual queue itself carries on.
 func updateMarker(t Target, dir, marker uint32, key string, change func(*portPortCfg) error) error {
 	ns, ifname := t.NetNS, t.Ifname
-	if dir == dirPhantom {
+	if dir == dirPeer {
 		ns, ifname = t.PeerNetNS, t.PeerIfname
 	}
 	if ns == "" {
@@ -237,7 +237,7 @@ func setRate(t Target, r units.Rate) error {
 		if err != nil {
 			return err
 		}
-		return rescale(pc, peer.Attrs().Index, dirPhantom)
+		return rescale(pc, peer.Attrs().Index, dirPeer)
 	}
 	return nil
 }

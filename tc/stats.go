@@ -25,8 +25,9 @@ type PortStats struct {
 	ECN       *MarkerStats `json:"ecn,omitempty"`
 	Phantom   *MarkerStats `json:"phantom,omitempty"`
 	// At is when the counters were read (CLOCK_MONOTONIC ns, the clock of
-	// the markers' virtual queues).
-	At int64 `json:"at_ns"`
+	// the markers), ReadNs how long reading them took.
+	At     int64 `json:"at_ns"`
+	ReadNs int64 `json:"read_ns"`
 }
 
 // BandStats are one band's fifo counters.
@@ -44,15 +45,20 @@ type MarkerStats struct {
 	Bytes   uint64 `json:"bytes"`
 	ECT     uint64 `json:"ect"`   // of which ECN-capable
 	Marks   uint64 `json:"marks"` // CE marks set
-	// VQ is the virtual queue drained to time At, bytes; VQMax its peak.
+	// VQ is the marker's idea of the queue, bytes: for ECN the bytes that
+	// entered the fifos and have not been seen leaving; for the phantom
+	// queue its counter drained to time At. VQMax is the peak.
 	VQ    uint64 `json:"vq_bytes"`
 	VQMax uint64 `json:"vq_max_bytes"`
-	// DrainBps and Threshold are the marker's live parameters.
+	// DrainBps (phantom) and Threshold are the marker's live parameters.
 	DrainBps  uint64 `json:"drain_bytes_per_s"`
 	Threshold uint64 `json:"threshold_bytes"`
 }
 
-// Stats reads the counters of the port t.
+// Stats reads the counters of the port t. The tc counters and the marker
+// state are read back to back after everything else is opened, so that the
+// qdisc backlog and the marker's queue describe (nearly) the same instant;
+// ReadNs says how long that took.
 func Stats(ctx context.Context, t Target) (PortStats, error) {
 	st := PortStats{Port: t.String()}
 	c, err := openNS(t.NetNS)
@@ -64,11 +70,48 @@ func Stats(ctx context.Context, t Target) (PortStats, error) {
 	if err != nil {
 		return st, fmt.Errorf("port %s: %w", t, err)
 	}
+	var readECN, readPhantom func(now int64) (*MarkerStats, error)
+	maps, err := openLabMaps(t.Lab)
+	switch {
+	case err == nil:
+		defer maps.close(t.Lab)
+		if readECN, err = markerReader(maps, c, link.Attrs().Index, dirEgress, markECN); err != nil {
+			return st, err
+		}
+		if t.PeerNetNS != "" {
+			pc, err := openNS(t.PeerNetNS)
+			if err != nil {
+				return st, err
+			}
+			defer pc.Close()
+			peer, err := pc.h.LinkByName(t.PeerIfname)
+			if err != nil {
+				return st, err
+			}
+			if readPhantom, err = markerReader(maps, pc, peer.Attrs().Index, dirPeer, markPhantom); err != nil {
+				return st, err
+			}
+		}
+	case !errors.Is(err, os.ErrNotExist): // a lab of plain ports loads no programs
+		return st, err
+	}
+
+	st.At = monotonicNow()
 	qs, err := c.h.QdiscList(link)
 	if err != nil {
 		return st, fmt.Errorf("port %s: %w", t, err)
 	}
-	st.At = monotonicNow()
+	if readECN != nil {
+		if st.ECN, err = readECN(st.At); err != nil {
+			return st, err
+		}
+	}
+	if readPhantom != nil {
+		if st.Phantom, err = readPhantom(st.At); err != nil {
+			return st, err
+		}
+	}
+	st.ReadNs = monotonicNow() - st.At
 	for _, q := range qs {
 		a := q.Attrs()
 		s := a.Statistics
@@ -87,61 +130,47 @@ func Stats(ctx context.Context, t Target) (PortStats, error) {
 			})
 		}
 	}
-	maps, err := openLabMaps(t.Lab)
-	if err != nil {
-		// A lab of plain ports never loads the marker programs.
-		if errors.Is(err, os.ErrNotExist) {
-			return st, nil
-		}
-		return st, err
-	}
-	defer maps.close(t.Lab)
-	st.ECN, err = readMarker(maps, c, link.Attrs().Index, dirEgress, markECN, st.At)
-	if err != nil {
-		return st, err
-	}
-	if t.PeerNetNS != "" {
-		pc, err := openNS(t.PeerNetNS)
-		if err != nil {
-			return st, err
-		}
-		defer pc.Close()
-		peer, err := pc.h.LinkByName(t.PeerIfname)
-		if err != nil {
-			return st, err
-		}
-		st.Phantom, err = readMarker(maps, pc, peer.Attrs().Index, dirPhantom, markPhantom, st.At)
-		if err != nil {
-			return st, err
-		}
-	}
 	return st, nil
 }
 
-// readMarker returns nil when the hook has no marker of that kind.
-func readMarker(m *labMaps, c *nsConn, ifindex int, dir, marker uint32, now int64) (*MarkerStats, error) {
+// markerReader prepares the read of one hook's marker; the reader returns
+// nil when the hook has no marker of that kind.
+func markerReader(m *labMaps, c *nsConn, ifindex int, dir, marker uint32) (func(int64) (*MarkerStats, error), error) {
 	key, err := portKey(c, ifindex, dir)
 	if err != nil {
 		return nil, err
 	}
-	var cfg portPortCfg
-	if err := m.cfg.Lookup(&key, &cfg); err != nil {
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
+	return func(now int64) (*MarkerStats, error) {
+		var cfg portPortCfg
+		if err := m.cfg.Lookup(&key, &cfg); err != nil {
+			if errors.Is(err, ebpf.ErrKeyNotExist) {
+				return nil, nil
+			}
+			return nil, err
+		}
+		if cfg.Marker != marker {
 			return nil, nil
 		}
-		return nil, err
-	}
-	if cfg.Marker != marker {
-		return nil, nil
-	}
-	var s portPortState
-	if err := m.state.LookupWithFlags(&key, &s, ebpf.LookupLock); err != nil {
-		return nil, fmt.Errorf("marker state: %w", err)
-	}
-	return &MarkerStats{
-		Packets: s.Packets, Bytes: s.Bytes, ECT: s.Ect, Marks: s.Marks,
-		VQ: drainedTo(s.Vq, s.LastNs, cfg.DrainBps, now), VQMax: s.VqMax,
-		DrainBps: cfg.DrainBps, Threshold: uint64(cfg.Threshold),
+		var s portPortState
+		if err := m.state.LookupWithFlags(&key, &s, ebpf.LookupLock); err != nil {
+			return nil, fmt.Errorf("marker state: %w", err)
+		}
+		ms := &MarkerStats{
+			Packets: s.Packets, Bytes: s.Bytes, ECT: s.Ect, Marks: s.Marks, VQMax: s.VqMax,
+			DrainBps: cfg.DrainBps, Threshold: uint64(cfg.Threshold),
+		}
+		if marker == markECN {
+			// The counted queue: every band's arrivals minus departures.
+			for b := range s.Arrived {
+				if s.Arrived[b] > s.Departed[b] {
+					ms.VQ += s.Arrived[b] - s.Departed[b]
+				}
+			}
+			ms.DrainBps = 0
+		} else {
+			ms.VQ = drainedTo(s.Vq, s.LastNs, cfg.DrainBps, now)
+		}
+		return ms, nil
 	}, nil
 }
 

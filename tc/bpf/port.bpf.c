@@ -7,13 +7,15 @@
  *   - it classifies by DSCP into an HTB band by setting skb->priority to the
  *     band's class id (HTB looks skb->priority up as a class id before any
  *     filter; veth clears priority, so every port classifies again);
- *   - it runs the DCTCP threshold marker: a virtual queue drained at the port
- *     rate models the FIFO that HTB drains at that rate; CE on ECT when the
- *     virtual queue is >= K at enqueue.
+ *   - it runs the DCTCP threshold marker: CE on ECT when the band's queue is
+ *     >= K at enqueue. eBPF cannot read the qdisc backlog, so the queue is
+ *     counted: bytes entering the fifo here, minus bytes the qdisc hands to
+ *     the driver (port_xmit, at the net_dev_start_xmit tracepoint).
  *
- * port_phantom runs at tc ingress of the veth peer, i.e. on packets that have
- * left the port's queue at line rate: HULL's phantom queue (§2.1), a counter
- * drained at gamma*C that marks CE above its threshold and never drops.
+ * port_peer runs at tc ingress of the veth peer, i.e. on packets that have
+ * left the port's queue: HULL's phantom queue (§2.1), "a bump on the wire",
+ * a counter drained at gamma*C that marks CE above its threshold and never
+ * drops or delays.
  *
  * One object is loaded per lab; every port is a key in port_cfg, so
  * parameters change from userspace without reloading (fabric port set).
@@ -27,12 +29,14 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_core_read.h>
 
-#define DIR_EGRESS 0  /* key of the port's own egress hook */
-#define DIR_PHANTOM 1 /* key of the peer's ingress hook */
+#define DIR_EGRESS 0 /* key of the port's own egress hook */
+#define DIR_PEER 1   /* key of the peer's ingress hook */
 
 #define MARK_NONE 0
-#define MARK_ECN 1
-#define MARK_PHANTOM 2
+#define MARK_ECN 1     /* egress: threshold marker */
+#define MARK_PHANTOM 2 /* peer: phantom queue */
+
+#define MAX_BANDS 8
 
 #define NSEC_PER_SEC 1000000000ULL
 
@@ -49,6 +53,7 @@ struct net {
 } __attribute__((preserve_access_index));
 
 struct net_device {
+	int ifindex;
 	struct {
 		struct net *net;
 	} nd_net;
@@ -56,6 +61,8 @@ struct net_device {
 
 struct sk_buff {
 	struct net_device *dev;
+	unsigned int len;
+	__u32 priority;
 } __attribute__((preserve_access_index));
 
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
@@ -78,7 +85,8 @@ struct port_cfg {
 	__u32 bands;      /* 0: do not classify */
 	__u64 drain_Bps;  /* bytes/s the virtual queue drains at */
 	__u32 threshold;  /* bytes; ECN: mark when vq >= K; PQ: when vq > K */
-	__u32 cap;        /* bytes; ECN vq never exceeds the real buffer (0: none) */
+	__u32 cap;        /* bytes; ECN: a band's fifo limit (0: none) */
+	__u64 stale_ns;   /* ECN: no departure for this long means the port is idle */
 	__u8 band_of[8];  /* DSCP class selector (dscp >> 3) -> band */
 };
 
@@ -86,13 +94,16 @@ struct port_cfg {
 struct port_state {
 	struct bpf_spin_lock lock;
 	__u32 pad;
-	__u64 vq;       /* virtual queue, bytes */
+	__u64 vq;       /* phantom: the counter; ECN: the band's queue at the last packet */
 	__u64 last_ns;  /* bpf_ktime_get_ns of the last update */
 	__u64 packets;  /* packets seen by the marker */
 	__u64 bytes;
 	__u64 ect;      /* ECT packets seen */
 	__u64 marks;    /* CE marks set */
 	__u64 vq_max;
+	__u64 arrived[MAX_BANDS];  /* ECN: bytes into band b's fifo */
+	__u64 departed[MAX_BANDS]; /* ECN: bytes of band b handed to the driver (port_xmit) */
+	__u64 last_depart_ns;
 };
 
 struct {
@@ -136,40 +147,95 @@ static __always_inline int ip_tos(struct __sk_buff *skb)
 	return -1;
 }
 
+/* band_for is the band of a packet: what port_egress steers HTB to, and
+ * what port_peer attributes a departure to. */
+static __always_inline __u32 band_for(struct __sk_buff *skb, const struct port_cfg *cfg)
+{
+	if (cfg->bands <= 1)
+		return 0;
+	int tos = ip_tos(skb);
+	if (tos < 0)
+		return (cfg->bands - 1) & (MAX_BANDS - 1); /* non-IP: lowest band */
+	return cfg->band_of[(tos >> 5) & 7] & (MAX_BANDS - 1); /* class selector = DSCP >> 3 */
+}
+
+static __always_inline int is_ect(struct __sk_buff *skb)
+{
+	int tos = ip_tos(skb);
+	return tos >= 0 && (tos & 3) != 0;
+}
+
 /*
- * vq_update drains the virtual queue for the time since the last packet,
- * then decides the mark and adds the packet. It returns 1 when the packet
- * should be marked. One spin lock per port: vq and last_ns must move together,
- * and packets of one port arrive on several CPUs at once.
+ * ecn_enqueue decides the DCTCP mark for a packet entering band's fifo and
+ * counts it in. The queue is arrived - departed, the qdisc's own backlog
+ * (counting departures at the peer's ingress instead overstated it by the
+ * packets waiting in the CPU backlog after the veth, ~10 KB). A packet the fifo
+ * will drop (queue + len > limit, bfifo's own rule) is not counted. Two
+ * self-corrections keep errors from piling up: departures ahead of arrivals
+ * (a drop predicted that did not happen) resync the band, and a port that
+ * has sent nothing for stale_ns while we think it holds a queue dropped a
+ * packet we counted in, so it is empty.
+ *
+ * One spin lock per port: arrivals on several CPUs must see and update the
+ * queue one at a time for the drop prediction; departures are atomic adds
+ * from port_xmit and need no lock.
  */
-static __always_inline int vq_update(struct port_state *st, const struct port_cfg *cfg,
-				     __u64 len, int ect)
+static __always_inline int ecn_enqueue(struct port_state *st, const struct port_cfg *cfg,
+				       __u32 band, __u64 len, int ect)
 {
 	__u64 now = bpf_ktime_get_ns();
-	int mark = 0;
+	int mark;
+
+	band &= MAX_BANDS - 1;
+	bpf_spin_lock(&st->lock);
+	__u64 dep = st->departed[band];
+	__u64 arr = st->arrived[band];
+	if (arr < dep || (arr > dep && st->last_depart_ns &&
+			  now > st->last_depart_ns + cfg->stale_ns &&
+			  now > st->last_ns + cfg->stale_ns))
+		arr = dep;
+	__u64 q = arr - dep;
+	mark = q >= cfg->threshold;
+	if (!cfg->cap || q + len <= cfg->cap)
+		arr += len;
+	st->arrived[band] = arr;
+	st->vq = q;
+	if (q > st->vq_max)
+		st->vq_max = q;
+	st->last_ns = now;
+	st->packets++;
+	st->bytes += len;
+	st->ect += ect;
+	bpf_spin_unlock(&st->lock);
+	return mark;
+}
+
+/*
+ * phantom_update is HULL's phantom queue (§2.1): first drain,
+ * vq = max(0, vq - gamma*C*dt), then add the packet, then mark when
+ * vq > threshold. vq and last_ns must move together, hence the lock.
+ */
+static __always_inline int phantom_update(struct port_state *st, const struct port_cfg *cfg,
+					  __u64 len, int ect)
+{
+	__u64 now = bpf_ktime_get_ns();
+	int mark;
 
 	bpf_spin_lock(&st->lock);
 	if (st->last_ns && now > st->last_ns) {
 		__u64 dt = now - st->last_ns;
 		if (dt >= NSEC_PER_SEC) {
-			st->vq = 0; /* a second of drain empties any real buffer */
+			st->vq = 0; /* a second of drain empties any sane threshold */
 		} else {
+			/* Truncation loses under one byte per packet. */
 			__u64 drained = cfg->drain_Bps * dt / NSEC_PER_SEC;
 			st->vq = st->vq > drained ? st->vq - drained : 0;
 		}
 	}
-	/* Truncating the drain loses under one byte per packet. */
 	if (now > st->last_ns)
 		st->last_ns = now;
-	if (cfg->marker == MARK_ECN) {
-		mark = st->vq >= cfg->threshold;
-		/* A packet the real FIFO would drop never enters it. */
-		if (!cfg->cap || st->vq + len <= cfg->cap)
-			st->vq += len;
-	} else {
-		st->vq += len;
-		mark = st->vq > cfg->threshold;
-	}
+	st->vq += len;
+	mark = st->vq > cfg->threshold;
 	if (st->vq > st->vq_max)
 		st->vq_max = st->vq;
 	st->packets++;
@@ -179,17 +245,10 @@ static __always_inline int vq_update(struct port_state *st, const struct port_cf
 	return mark;
 }
 
-static __always_inline void run_marker(struct __sk_buff *skb, struct port_key *key,
-				       const struct port_cfg *cfg, __u64 len)
+/* mark sets CE; bpf_skb_ecn_set_ce leaves Not-ECT packets alone. */
+static __always_inline void mark_ce(struct __sk_buff *skb, struct port_state *st, int ect)
 {
-	struct port_state *st = bpf_map_lookup_elem(&port_states, key);
-	if (!st)
-		return;
-	int tos = ip_tos(skb);
-	int ect = tos >= 0 && (tos & 3) != 0;
-	/* The counter counts every packet; only ECT ones can carry the mark
-	 * (bpf_skb_ecn_set_ce leaves Not-ECT packets alone). */
-	if (vq_update(st, cfg, len, ect) && ect && bpf_skb_ecn_set_ce(skb))
+	if (ect && bpf_skb_ecn_set_ce(skb))
 		__sync_fetch_and_add(&st->marks, 1);
 }
 
@@ -204,34 +263,71 @@ int port_egress(struct __sk_buff *skb)
 	struct port_cfg *cfg = bpf_map_lookup_elem(&port_cfgs, &key);
 	if (!cfg)
 		return TC_ACT_OK;
-	if (cfg->bands) {
-		int tos = ip_tos(skb);
-		__u32 band = cfg->bands - 1; /* non-IP traffic: lowest band */
-		if (tos >= 0)
-			band = cfg->band_of[(tos >> 5) & 7]; /* class selector = DSCP >> 3 */
-		/* HTB class 1:(0x10+band), see tc/apply.go */
-		skb->priority = (1 << 16) | (0x10 + band);
+	__u32 band = band_for(skb, cfg);
+	if (cfg->bands > 1)
+		skb->priority = (1 << 16) | (0x10 + band); /* HTB class 1:1b, tc/apply.go */
+	if (cfg->marker == MARK_ECN) {
+		struct port_state *st = bpf_map_lookup_elem(&port_states, &key);
+		if (st) {
+			int ect = is_ect(skb);
+			if (ecn_enqueue(st, cfg, band, skb->len, ect))
+				mark_ce(skb, st, ect);
+		}
 	}
-	if (cfg->marker == MARK_ECN)
-		run_marker(skb, &key, cfg, skb->len);
 	return TC_ACT_OK;
 }
 
 SEC("tc")
-int port_phantom(struct __sk_buff *skb)
+int port_peer(struct __sk_buff *skb)
 {
 	struct port_key key = {
 		.netns_cookie = dev_netns_cookie(skb),
 		.ifindex = skb->ifindex,
-		.dir = DIR_PHANTOM,
+		.dir = DIR_PEER,
 	};
 	struct port_cfg *cfg = bpf_map_lookup_elem(&port_cfgs, &key);
 	if (!cfg || cfg->marker != MARK_PHANTOM)
 		return TC_ACT_OK;
+	struct port_state *st = bpf_map_lookup_elem(&port_states, &key);
+	if (!st)
+		return TC_ACT_OK;
 	/* At ingress the Ethernet header is already pulled from skb->len; count
-	 * it so both markers measure the bytes the qdisc (and the wire) sees. */
-	run_marker(skb, &key, cfg, skb->len + ETH_HLEN);
+	 * it so the phantom queue measures the bytes the qdisc (and wire) sees. */
+	int ect = is_ect(skb);
+	if (phantom_update(st, cfg, skb->len + ETH_HLEN, ect))
+		mark_ce(skb, st, ect);
 	return TC_ACT_OK;
+}
+
+/*
+ * port_xmit counts the departures of ECN ports: the net_dev_start_xmit
+ * tracepoint fires when the qdisc hands a packet to the driver, the moment
+ * it leaves the qdisc's backlog. It fires for every device on the machine,
+ * so it does one hash lookup and leaves. The band comes from skb->priority,
+ * which port_egress set to the HTB class 1:1b.
+ */
+SEC("tp_btf/net_dev_start_xmit")
+int port_xmit(__u64 *ctx)
+{
+	struct sk_buff *skb = (struct sk_buff *)ctx[0];
+	struct net_device *dev = (struct net_device *)ctx[1];
+	struct port_key key = {
+		.netns_cookie = dev->nd_net.net->net_cookie,
+		.ifindex = dev->ifindex,
+		.dir = DIR_EGRESS,
+	};
+	struct port_cfg *cfg = bpf_map_lookup_elem(&port_cfgs, &key);
+	if (!cfg || cfg->marker != MARK_ECN)
+		return 0;
+	struct port_state *st = bpf_map_lookup_elem(&port_states, &key);
+	if (!st)
+		return 0;
+	__u32 band = 0;
+	if (cfg->bands > 1)
+		band = ((skb->priority & 0xffff) - 0x10) & (MAX_BANDS - 1);
+	__sync_fetch_and_add(&st->departed[band], skb->len);
+	st->last_depart_ns = bpf_ktime_get_ns();
+	return 0;
 }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -73,11 +73,21 @@ func (s *TCPSink) Bytes() int64 { return s.bytes.Load() }
 func (s *TCPSink) Close() { s.ln.Close() }
 
 // TCPBulk opens a connection from host to dst and writes as fast as TCP
-// allows until ctx ends. tos sets the IP TOS byte (DSCP and ECN bits).
-func (l *Lab) TCPBulk(ctx context.Context, host string, dst netip.AddrPort, tos int) error {
+// allows until ctx ends. tos sets the IP TOS byte (DSCP; TCP manages the
+// ECN bits itself), cc the congestion control ("" = the namespace's).
+func (l *Lab) TCPBulk(ctx context.Context, host string, dst netip.AddrPort, tos int, cc string) error {
 	var conn net.Conn
 	err := l.Do(host, func() error {
-		d := net.Dialer{Timeout: 3 * time.Second, Control: setTOS(tos)}
+		d := net.Dialer{Timeout: 3 * time.Second, Control: func(network, addr string, rc syscall.RawConn) error {
+			if err := setTOS(tos)(network, addr, rc); err != nil || cc == "" {
+				return err
+			}
+			var serr error
+			err := rc.Control(func(fd uintptr) {
+				serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, cc)
+			})
+			return errors.Join(err, serr)
+		}}
 		var err error
 		conn, err = d.Dial("tcp4", dst.String())
 		return err
@@ -278,4 +288,3 @@ func (l *Lab) SendUDP(ctx context.Context, s UDPStream) (int, error) {
 		sent++
 	}
 }
-
