@@ -183,7 +183,19 @@ func (d *Docker) Create(ctx context.Context, ref emu.HostRef) (err error) {
 		Hostname: ref.Node,
 		Labels:   map[string]string{LabelLab: ref.Lab, LabelNode: ref.Node, LabelNetNS: ref.NetNS},
 	}
-	hostCfg := &container.HostConfig{NetworkMode: "none"}
+	hostCfg := &container.HostConfig{
+		NetworkMode: "none",
+		// An endpoint configures its own namespace like a process on a
+		// netns host does: TCP_CONGESTION beyond the kernel's allowed list
+		// (dctcp, cubic) needs CAP_NET_ADMIN, and ECN is the namespace's
+		// net.ipv4.tcp_ecn, which needs /proc/sys writable. So /proc/sys
+		// is left out of Docker's default read-only paths (the rest stay;
+		// masked paths keep their default). The container runs fabric's
+		// own binary as root, as a netns host does, so this grants it
+		// nothing a netns endpoint lacks.
+		CapAdd:        []string{"NET_ADMIN"},
+		ReadonlyPaths: readonlyPaths,
+	}
 	if ref.RunDir != "" {
 		// Same path inside and out, so an endpoint's record and log paths
 		// under the run directory mean the same file in both runtimes.
@@ -311,6 +323,10 @@ func awaitReadyLine(ctx context.Context, cli *client.Client, id string) (<-chan 
 	}()
 	return ready, nil
 }
+
+// readonlyPaths is Docker's default list of read-only /proc paths (moby
+// oci/defaults.go) without /proc/sys.
+var readonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sysrq-trigger"}
 
 // exitedEarly reports a container whose command ended, with the last lines
 // it printed, which usually say why.

@@ -42,7 +42,10 @@ func TestBothRuntimes(t *testing.T) {
 
 // runDynamicOnStar brings up a 4-host star with the given hosts settings,
 // runs servers on h1–h3 and a dynamic client on h0 for 5 s, checks the
-// records, takes the lab down and checks nothing is left.
+// records, takes the lab down and checks nothing is left. The endpoints use
+// cubic, which is outside this kernel's tcp_allowed_congestion_control, and
+// turn ECN on, so a container must let them configure their namespace
+// (CAP_NET_ADMIN, writable /proc/sys/net) as a netns host does.
 func runDynamicOnStar(t *testing.T, hostsSpec string) {
 	lab := uniqueName()
 	spec, err := emu.Parse(lab+".yaml", []byte(fmt.Sprintf(
@@ -99,11 +102,11 @@ func runDynamicOnStar(t *testing.T, hostsSpec string) {
 	}
 	servers := map[string]hosts.Process{}
 	for _, h := range []string{"h1", "h2", "h3"} {
-		servers[h] = start(h, "server", "--host", h, "--run-dir", run)
+		servers[h] = start(h, "server", "--host", h, "--run-dir", run, "--cc", "cubic", "--ecn", "on")
 	}
 	t1 := time.Now()
 	client := start("h0", "dynamic", "--host", "h0", "--run-dir", run, "--seed", "7",
-		"--workload", cdf, "--load", "0.3", "--link-rate", "100Mbit", "--duration", "5s",
+		"--workload", cdf, "--load", "0.3", "--link-rate", "100Mbit", "--duration", "5s", "--cc", "cubic", "--ecn", "on",
 		"--peer", "h1="+addr["h1"], "--peer", "h2="+addr["h2"], "--peer", "h3="+addr["h3"])
 	if err := waitWithin(t, client, 60*time.Second); err != nil {
 		t.Fatalf("dynamic client: %v\n%s", err, readLog(logs, "h0-dynamic.log"))
@@ -124,7 +127,7 @@ func runDynamicOnStar(t *testing.T, hostsSpec string) {
 	}
 	var bytes int64
 	for _, f := range set.Flows {
-		if f.Pattern != "dynamic" || f.Dst != "h0" || servers[f.Src] == nil || f.Bytes != f.Size || f.EndNS <= f.StartNS {
+		if f.Pattern != "dynamic" || f.Dst != "h0" || servers[f.Src] == nil || f.Bytes != f.Size || f.EndNS <= f.StartNS || f.CC != "cubic" {
 			t.Fatalf("unexpected flow record %+v", f)
 		}
 		bytes += f.Bytes
@@ -133,6 +136,13 @@ func runDynamicOnStar(t *testing.T, hostsSpec string) {
 		t.Fatalf("%d flow records, want at least 10 from 5 s at 30%% load", len(set.Flows))
 	}
 	t.Logf("%d flow records, %.1f MB; first: %s", len(set.Flows), float64(bytes)/1e6, firstLine(filepath.Join(run, records.FileName("h0.dynamic"))))
+
+	// The endpoints set ECN in their own namespace; Exec, which enters the
+	// host's namespace for either runtime, reads it back.
+	var ecn strings.Builder
+	if err := hosts.Exec(ctx, ref0, []string{"cat", "/proc/sys/net/ipv4/tcp_ecn"}, nil, &ecn, &ecn); err != nil || strings.TrimSpace(ecn.String()) != "1" {
+		t.Errorf("tcp_ecn on h0 = %q (%v), want 1 as the endpoint set it", ecn.String(), err)
+	}
 
 	t2 := time.Now()
 	if err := emu.Down(context.Background(), lab); err != nil {
