@@ -280,3 +280,32 @@ func BenchmarkDockerHost(b *testing.B) {
 	b.ReportMetric(float64(create.Milliseconds())/float64(b.N), "create-ms/host")
 	b.ReportMetric(float64(remove.Milliseconds())/float64(b.N), "remove-ms/host")
 }
+
+// Rebuilding a tag removes the image it replaced, so `make image` does not
+// pile up untagged 40 MB images.
+func TestBuildImageReplacesPrevious(t *testing.T) {
+	testenv.RequireDocker(t)
+	bin, err := fabricBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := buildTestImage(t, nil)
+	cli := dockerClient(t)
+	ctx := context.Background()
+	first, err := cli.ImageInspect(ctx, tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A different CMD makes a different image under the same tag.
+	other := []byte("FROM scratch\nCOPY fabric /fabric\nENTRYPOINT [\"/fabric\"]\nCMD [\"sleep\", \"-v\"]\n")
+	second, err := (&hosts.Docker{}).BuildImage(ctx, hosts.ImageBuild{Tag: tag, Binary: bin, Dockerfile: other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second == first.ID {
+		t.Fatal("second build produced the same image")
+	}
+	if _, err := cli.ImageInspect(ctx, first.ID); !cerrdefs.IsNotFound(err) {
+		t.Errorf("replaced image %s still there (err=%v)", first.ID, err)
+	}
+}

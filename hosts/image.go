@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -51,6 +52,13 @@ func (d *Docker) BuildImage(ctx context.Context, b ImageBuild) (string, error) {
 		return "", err
 	}
 
+	// The image this build replaces under the tag, removed afterwards so
+	// that rebuilding (make image) does not pile up untagged images.
+	previous := ""
+	if img, err := cli.ImageInspect(ctx, b.Tag); err == nil {
+		previous = img.ID
+	}
+
 	buildContext, writer := io.Pipe()
 	go func() { writer.CloseWithError(writeBuildContext(writer, b.Dockerfile, b.Binary)) }()
 	defer buildContext.Close()
@@ -70,6 +78,12 @@ func (d *Docker) BuildImage(ctx context.Context, b ImageBuild) (string, error) {
 	img, err := cli.ImageInspect(ctx, b.Tag)
 	if err != nil {
 		return "", fmt.Errorf("build image %s: inspect result: %w", b.Tag, err)
+	}
+	if previous != "" && previous != img.ID {
+		// Not forced: an image a running lab's containers use stays.
+		if _, err := cli.ImageRemove(ctx, previous, client.ImageRemoveOptions{PruneChildren: true}); err != nil {
+			slog.Debug("previous image kept", "image", previous, "err", err)
+		}
 	}
 	return img.ID, nil
 }
