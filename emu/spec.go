@@ -251,11 +251,9 @@ func (t TopologySpec) String() string {
 	case KindFatTree:
 		return fmt.Sprintf("fattree k=%d", t.K)
 	case KindLeafSpine:
-		return fmt.Sprintf("leafspine %d leaves × %d spines, %d hosts/leaf", t.Leaves, t.Spines, t.HostsPerLeaf)
-	case KindStar:
-		return fmt.Sprintf("star %d hosts", t.Hosts)
+		return fmt.Sprintf("leafspine %d×%d", t.Leaves, t.Spines)
 	case KindDumbbell:
-		return fmt.Sprintf("dumbbell %d+%d hosts", t.Left, t.Right)
+		return fmt.Sprintf("dumbbell %d+%d", t.Left, t.Right)
 	}
-	return fmt.Sprintf("custom %d nodes, %d links", len(t.Nodes), len(t.Links))
+	return t.Kind
 }
