@@ -264,7 +264,7 @@ func (b *build) namespaces(ctx context.Context, st *State) error {
 			st.Hosts = append(st.Hosts, ref) // recorded before Create so a crash still finds it
 			refsMu.Unlock()
 			if err := hostRT.Create(ctx, ref); err != nil {
-				return fmt.Errorf("host %s (runtime %s): %w", n.Name, rt, err)
+				return fmt.Errorf("runtime %s: %w", rt, err) // the runtime names the host
 			}
 			return inNetNS(path, prepare)
 		}
@@ -418,6 +418,35 @@ func hostNet(a netip.Addr) *net.IPNet {
 	return &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(32, 32)}
 }
 
+// Ports lists every egress port of the lab with its resolved settings:
+// switch ports first, then host NICs, in node order.
+func (l *Lab) Ports() ([]PortInfo, error) {
+	var out []PortInfo
+	for _, kind := range []NodeKind{Switch, Host} {
+		for _, n := range l.Graph.Nodes {
+			if n.Kind != kind {
+				continue
+			}
+			for _, i := range n.Ifaces {
+				ps, _ := l.Spec.PortSpec(i)
+				p, err := ps.Resolve(i.Link.Rate, i.Link.MTU)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", i.Label(), err)
+				}
+				out = append(out, PortInfo{Iface: i, Target: portTarget(l.Name, i), Port: p})
+			}
+		}
+	}
+	return out, nil
+}
+
+// PortInfo is one egress port.
+type PortInfo struct {
+	Iface  *Iface
+	Target tc.Target
+	Port   tc.Port
+}
+
 // Down removes everything lab made, from its state file when there is one
 // and by name and label otherwise, so it also cleans up after an `up` that
 // was killed part-way. Removing a lab that does not exist is not an error.
@@ -467,19 +496,12 @@ func Down(ctx context.Context, lab string) error {
 		signalAll(pids, unix.SIGKILL)
 	}
 	errs = append(errs, parallel(ctx, paths, removeNetNS))
-	errs = append(errs, tc.ForgetLab(lab))
-	if err := os.RemoveAll(filepath.Join(BPFDir, lab)); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, tc.ForgetLab(lab)) // pinned maps under tc.BPFRoot/<lab>
 	if err := os.RemoveAll(LabDir(lab)); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
-
-// BPFDir is where per-lab BPF objects are pinned (port parameters,
-// congestion-control registrations); Down removes the lab's directory.
-const BPFDir = "/sys/fs/bpf/fabric"
 
 // DownAll removes every lab it can find: by state directory, by namespace
 // name, by runtime label and by pinned BPF directory. It returns the labs
@@ -503,10 +525,9 @@ func DownAll(ctx context.Context) ([]string, error) {
 			labs[r.Lab] = true
 		}
 	}
-	if entries, _ := os.ReadDir(BPFDir); entries != nil {
-		for _, e := range entries {
-			labs[e.Name()] = true
-		}
+	pinned, _ := tc.ListLabs()
+	for _, l := range pinned {
+		labs[l] = true
 	}
 	errs := []error{err, err2}
 	var done []string

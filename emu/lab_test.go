@@ -15,6 +15,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"fabric/internal/testenv"
+	"fabric/tc"
 )
 
 // upForTest builds a lab from YAML and removes it when the test ends.
@@ -47,7 +48,7 @@ func assertNothingLeft(t *testing.T, lab string) {
 	if ns, _ := labNetNS(lab); len(ns) > 0 {
 		t.Errorf("lab %s left namespaces: %v", lab, ns)
 	}
-	for _, p := range []string{LabDir(lab), filepath.Join(BPFDir, lab)} {
+	for _, p := range []string{LabDir(lab), filepath.Join(tc.BPFRoot, lab)} {
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("lab %s left %s", lab, p)
 		}

@@ -89,7 +89,7 @@ func downCmd() *cobra.Command {
 }
 
 func statusCmd() *cobra.Command {
-	var asJSON bool
+	var asJSON, ports bool
 	c := &cobra.Command{
 		Use:   "status [LAB]",
 		Short: "List labs, or show one lab's nodes, links and addresses",
@@ -121,10 +121,14 @@ func statusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if ports {
+				return printPorts(cmd, lab, asJSON)
+			}
 			return printLab(out, lab, asJSON)
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "machine-readable output")
+	c.Flags().BoolVar(&ports, "ports", false, "per-port settings and counters (bytes, drops, backlog, CE marks)")
 	return c
 }
 
