@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -143,6 +144,8 @@ type build struct {
 	g     *Graph
 	mu    sync.Mutex
 	nodes map[*Node]*nodeCtx
+	// spent sums worker time per configure step, for the debug log.
+	spent struct{ routes, ports atomic.Int64 }
 }
 
 // nodeCtx holds what the build keeps open per namespace.
@@ -222,7 +225,8 @@ func (b *build) run(ctx context.Context, st *State) error {
 	if err := parallel(ctx, b.g.Nodes, b.configure); err != nil {
 		return err
 	}
-	slog.Debug("lab built", "lab", b.lab, "namespaces", t1.Sub(t0), "links", t2.Sub(t1), "configure", time.Since(t2))
+	slog.Debug("lab built", "lab", b.lab, "namespaces", t1.Sub(t0), "links", t2.Sub(t1), "configure", time.Since(t2),
+		"routes_worker_time", time.Duration(b.spent.routes.Load()), "ports_worker_time", time.Duration(b.spent.ports.Load()))
 	return nil
 }
 
@@ -383,11 +387,17 @@ func (b *build) configure(n *Node) error {
 			return fmt.Errorf("%s: default route via %s: %w", n.Name, gw.PeerAddr, err)
 		}
 	}
+	tRoutes := time.Now()
 	for _, r := range n.Routes {
 		if err := h.RouteAdd(kernelRoute(r, index)); err != nil {
 			return fmt.Errorf("%s: route %s: %w", n.Name, r.Dst, err)
 		}
 	}
+	tPorts := time.Now()
+	defer func() {
+		b.spent.routes.Add(int64(tPorts.Sub(tRoutes)))
+		b.spent.ports.Add(int64(time.Since(tPorts)))
+	}()
 	for _, i := range n.Ifaces {
 		ps, path := b.spec.PortSpec(i)
 		port, err := ps.Resolve(i.Link.Rate, i.Link.MTU)
