@@ -91,12 +91,20 @@ type Session struct {
 }
 
 const (
-	blockSize = 1 << 20
+	// blockSize is small so the ring has many blocks: the kernel hands a
+	// block over when it is full or blockTimeout old, so at low packet
+	// rates each block holds few packets, and the ring's time span — how
+	// long the reader may be descheduled without drops — is about
+	// blocks × blockTimeout. 64 blocks of 128 KiB (8 MiB) cover 0.5 s at
+	// low rates and ~40,000 headers-only packets at high rates.
+	blockSize = 128 << 10
 	// blockTimeout is how long the kernel holds a partly filled block
 	// before handing it over; it bounds how stale Stop's view can be.
 	blockTimeout = 8 * time.Millisecond
 	// pollTimeout lets the reader notice Stop when no packets arrive.
 	pollTimeout = 50 * time.Millisecond
+	// stopDrainLimit bounds how long Stop drains the ring.
+	stopDrainLimit = 2 * time.Second
 )
 
 // Start opens a capture on p and writes dir/<p.FileBase()>.pcap until Stop
@@ -108,7 +116,7 @@ func Start(ctx context.Context, p Point, dir string, opts Options) (*Session, er
 	if opts.RingBytes == 0 {
 		opts.RingBytes = 8 << 20
 	}
-	blocks := max(opts.RingBytes/blockSize, 2)
+	blocks := max(opts.RingBytes/blockSize, 4)
 	prog, err := opts.Filter.Program(opts.Snaplen)
 	if err != nil {
 		return nil, err
@@ -174,6 +182,13 @@ func (s *Session) run(ctx context.Context, f *os.File, bw *bufio.Writer, w *pcap
 				stopAt, stopped = time.Now(), true
 			default:
 			}
+		}
+		// A ring that never goes quiet after Stop (a sender still
+		// flooding the port) must not keep Stop waiting: after
+		// stopDrainLimit the rest is left unread; Stats then shows
+		// Written < KernelPackets - Drops.
+		if stopped && time.Since(stopAt) > stopDrainLimit {
+			break
 		}
 		data, ci, err := s.tp.ZeroCopyReadPacketData()
 		if errors.Is(err, afpacket.ErrTimeout) {

@@ -150,6 +150,11 @@ func NewMatcher(cfg Config) *Matcher {
 // counted as skipped or truncated.
 func (m *Matcher) key(frame []byte) (header, bool) {
 	h, why := parseFrame(frame)
+	return m.accept(h, why)
+}
+
+// accept applies the parse result and the mode, counting rejects.
+func (m *Matcher) accept(h header, why parseReason) (header, bool) {
 	switch {
 	case why == truncated:
 		m.counts.Truncated++
@@ -166,8 +171,13 @@ func (m *Matcher) key(frame []byte) (header, bool) {
 
 // Ingress records a frame entering the switch at time ts (ns).
 func (m *Matcher) Ingress(ts int64, frame []byte) {
+	h, why := parseFrame(frame)
+	m.ingress(ts, h, why)
+}
+
+func (m *Matcher) ingress(ts int64, h header, why parseReason) {
 	m.expire(ts)
-	h, ok := m.key(frame)
+	h, ok := m.accept(h, why)
 	if !ok {
 		return
 	}
@@ -181,8 +191,13 @@ func (m *Matcher) Ingress(ts int64, frame []byte) {
 
 // Egress records a frame leaving the switch at time ts (ns).
 func (m *Matcher) Egress(ts int64, frame []byte) error {
+	h, why := parseFrame(frame)
+	return m.egress(ts, h, why)
+}
+
+func (m *Matcher) egress(ts int64, h header, why parseReason) error {
 	m.expire(ts)
-	h, ok := m.key(frame)
+	h, ok := m.accept(h, why)
 	if !ok {
 		return nil
 	}
@@ -203,7 +218,7 @@ func (m *Matcher) Egress(ts int64, frame []byte) error {
 	m.counts.Matched++
 	m.latency = append(m.latency, float64(lat))
 	if m.cfg.Packets != nil {
-		return m.cfg.Packets.write(p.ts, ts, &h)
+		m.cfg.Packets.add(p.ts, ts, &h)
 	}
 	return nil
 }
