@@ -26,6 +26,7 @@ const (
 	markNone    = 0
 	markECN     = 1
 	markPhantom = 2
+	markDepart  = 3
 
 	dirEgress = 0
 	dirPeer   = 1
@@ -146,68 +147,74 @@ func applyPrograms(ctx context.Context, c *nsConn, link netlink.Link, t Target, 
 		return err
 	}
 	ifindex := link.Attrs().Index
-	egressKey, err := portKey(c, ifindex, dirEgress)
+	key, err := portKey(c, ifindex, dirEgress)
 	if err != nil {
 		return err
 	}
+	cfg := portPortCfg{BandOf: p.BandOf}
+	if p.Bands > 1 {
+		cfg.Bands = uint32(p.Bands)
+	}
+	switch {
+	case p.ECN != nil:
+		cfg.Marker = markECN
+		cfg.DrainBps = uint64(p.Rate.BytesPerSecond())
+		cfg.Threshold = uint32(p.ECN.Threshold)
+		cfg.Cap = p.markerCap()
+		cfg.StaleNs = p.staleAfter()
+	case p.Phantom != nil:
+		cfg.Marker = markPhantom
+		cfg.DrainBps = uint64(p.Rate.BytesPerSecond() * p.Phantom.Drain)
+		cfg.Threshold = uint32(p.Phantom.Threshold)
+	}
 	if p.needsProgram() {
-		cfg := portPortCfg{DrainBps: uint64(p.Rate.BytesPerSecond()), BandOf: p.BandOf}
-		if p.Bands > 1 {
-			cfg.Bands = uint32(p.Bands)
-		}
-		if p.ECN != nil {
-			cfg.Marker = markECN
-			cfg.Threshold = uint32(p.ECN.Threshold)
-			cfg.Cap = uint32(p.BufferBytes())
-			cfg.StaleNs = p.staleAfter()
-		}
 		if err := attach(c, ifindex, netlink.HANDLE_MIN_EGRESS, o.PortEgress); err != nil {
 			return err
 		}
-		if p.ECN != nil {
-			if err := countDepartures(t.Lab, o); err != nil {
-				return err
-			}
-		}
-		if err := setPort(o, egressKey, cfg); err != nil {
+	}
+	if cfg.Marker != markNone {
+		if err := watchDepartures(t.Lab, o); err != nil {
 			return err
 		}
 	}
-	if p.Phantom == nil {
-		return nil
+	if p.Phantom != nil || p.ECN != nil {
+		// The phantom queue's marks are set where the packets arrive; the
+		// ECN marker counts departures there too.
+		if t.PeerNetNS == "" || t.PeerIfname == "" {
+			return fmt.Errorf("marking needs the peer end of the link (Target.PeerNetNS/PeerIfname)")
+		}
+		pc, err := openNS(t.PeerNetNS)
+		if err != nil {
+			return fmt.Errorf("peer %s:%s: %w", t.PeerNode, t.PeerIfname, err)
+		}
+		defer pc.Close()
+		peer, err := pc.h.LinkByName(t.PeerIfname)
+		if err != nil {
+			return fmt.Errorf("peer %s:%s: %w", t.PeerNode, t.PeerIfname, err)
+		}
+		if err := attach(pc, peer.Attrs().Index, netlink.HANDLE_MIN_INGRESS, o.PortPeer); err != nil {
+			return err
+		}
+		if p.ECN != nil {
+			peerKey, err := portKey(pc, peer.Attrs().Index, dirPeer)
+			if err != nil {
+				return err
+			}
+			pcfg := portPortCfg{Marker: markDepart, Bands: cfg.Bands, BandOf: cfg.BandOf, Owner: key}
+			if err := o.PortCfgs.Update(&peerKey, &pcfg, ebpf.UpdateAny); err != nil {
+				return fmt.Errorf("peer parameters: %w", err)
+			}
+		}
 	}
-	if t.PeerNetNS == "" || t.PeerIfname == "" {
-		return fmt.Errorf("marking.phantom needs the peer end of the link (Target.PeerNetNS/PeerIfname)")
-	}
-	pc, err := openNS(t.PeerNetNS)
-	if err != nil {
-		return fmt.Errorf("peer %s:%s: %w", t.PeerNode, t.PeerIfname, err)
-	}
-	defer pc.Close()
-	peer, err := pc.h.LinkByName(t.PeerIfname)
-	if err != nil {
-		return fmt.Errorf("peer %s:%s: %w", t.PeerNode, t.PeerIfname, err)
-	}
-	peerKey, err := portKey(pc, peer.Attrs().Index, dirPeer)
-	if err != nil {
-		return err
-	}
-	cfg := portPortCfg{
-		Marker:    markPhantom,
-		DrainBps:  uint64(p.Rate.BytesPerSecond() * p.Phantom.Drain),
-		Threshold: uint32(p.Phantom.Threshold),
-	}
-	if err := attach(pc, peer.Attrs().Index, netlink.HANDLE_MIN_INGRESS, o.PortPeer); err != nil {
-		return err
-	}
-	return setPort(o, peerKey, cfg)
+	return setPort(o, key, cfg)
 }
 
-// countDepartures attaches port_xmit to the net_dev_start_xmit tracepoint
-// once per lab. The link is pinned next to the maps, so it outlives the
+// watchDepartures attaches port_xmit to the net_dev_start_xmit tracepoint
+// once per lab: it counts the ECN ports' departures and runs their phantom
+// queues. The link is pinned next to the maps, so it outlives the
 // process that built the lab (as the tc filters do) and a later process
 // finds it instead of attaching twice; ForgetLab's unpinning detaches it.
-func countDepartures(lab string, o *portObjects) error {
+func watchDepartures(lab string, o *portObjects) error {
 	loaded.Lock()
 	defer loaded.Unlock()
 	dir, err := labPinDir(lab, true)
@@ -227,6 +234,14 @@ func countDepartures(lab string, o *portObjects) error {
 		return fmt.Errorf("pin departure counter: %w", err)
 	}
 	return nil
+}
+
+// markerCap is the fifo limit the ECN marker predicts drops with: the
+// buffer less four frames (two CPUs, each with a packet between the egress
+// hook and the qdisc, twice over), see ecn_enqueue.
+func (p Port) markerCap() uint32 {
+	frame := uint32(p.MTU + frameOverhead)
+	return max(frame, uint32(p.BufferBytes())-min(4*frame, uint32(p.BufferBytes())))
 }
 
 // staleAfter is how long a port with a queue can send nothing: HTB sends a

@@ -22,6 +22,7 @@ type portPortCfg struct {
 	Cap       uint32
 	StaleNs   uint64
 	BandOf    [8]uint8
+	Owner     portPortKey
 }
 
 type portPortKey struct {
@@ -47,6 +48,8 @@ type portPortState struct {
 	VqMax        uint64
 	Arrived      [8]uint64
 	Departed     [8]uint64
+	ArrivedPeer  [8]uint64
+	Missed       [8]uint64
 	LastDepartNs uint64
 }
 
@@ -54,11 +57,12 @@ type portPortState struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	portMapPortCfgs    = "port_cfgs"
-	portMapPortStates  = "port_states"
-	portProgPortEgress = "port_egress"
-	portProgPortPeer   = "port_peer"
-	portProgPortXmit   = "port_xmit"
+	portMapPhantomMarks = "phantom_marks"
+	portMapPortCfgs     = "port_cfgs"
+	portMapPortStates   = "port_states"
+	portProgPortEgress  = "port_egress"
+	portProgPortPeer    = "port_peer"
+	portProgPortXmit    = "port_xmit"
 )
 
 // loadPort returns the embedded CollectionSpec for port.
@@ -112,8 +116,9 @@ type portProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type portMapSpecs struct {
-	PortCfgs   *ebpf.MapSpec `ebpf:"port_cfgs"`
-	PortStates *ebpf.MapSpec `ebpf:"port_states"`
+	PhantomMarks *ebpf.MapSpec `ebpf:"phantom_marks"`
+	PortCfgs     *ebpf.MapSpec `ebpf:"port_cfgs"`
+	PortStates   *ebpf.MapSpec `ebpf:"port_states"`
 }
 
 // portVariableSpecs contains global variables before they are loaded into the kernel.
@@ -142,12 +147,14 @@ func (o *portObjects) Close() error {
 //
 // It can be passed to loadPortObjects or ebpf.CollectionSpec.LoadAndAssign.
 type portMaps struct {
-	PortCfgs   *ebpf.Map `ebpf:"port_cfgs"`
-	PortStates *ebpf.Map `ebpf:"port_states"`
+	PhantomMarks *ebpf.Map `ebpf:"phantom_marks"`
+	PortCfgs     *ebpf.Map `ebpf:"port_cfgs"`
+	PortStates   *ebpf.Map `ebpf:"port_states"`
 }
 
 func (m *portMaps) Close() error {
 	return _PortClose(
+		m.PhantomMarks,
 		m.PortCfgs,
 		m.PortStates,
 	)

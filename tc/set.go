@@ -48,7 +48,7 @@ func Set(ctx context.Context, t Target, key, value string) error {
 		if err != nil {
 			return err
 		}
-		return updateMarker(t, dirEgress, markECN, key, func(c *portPortCfg) error {
+		return updateMarker(t, markECN, key, func(c *portPortCfg) error {
 			if c.Cap != 0 && uint64(k) > uint64(c.Cap) {
 				return yamlfile.Field(key, "%s is larger than the port's buffer (%d bytes)", k, c.Cap)
 			}
@@ -60,7 +60,7 @@ func Set(ctx context.Context, t Target, key, value string) error {
 		if err != nil {
 			return err
 		}
-		return updateMarker(t, dirPeer, markPhantom, key, func(c *portPortCfg) error {
+		return updateMarker(t, markPhantom, key, func(c *portPortCfg) error {
 			c.Threshold = uint32(k)
 			return nil
 		})
@@ -76,7 +76,7 @@ func Set(ctx context.Context, t Target, key, value string) error {
 		if err != nil {
 			return err
 		}
-		return updateMarker(t, dirPeer, markPhantom, key, func(c *portPortCfg) error {
+		return updateMarker(t, markPhantom, key, func(c *portPortCfg) error {
 			c.DrainBps = uint64(rate.BytesPerSecond() * d)
 			return nil
 		})
@@ -98,20 +98,13 @@ func positiveSize(key, value string) (units.Size, error) {
 // updateMarker rewrites the marker parameters of one hook. The map value is
 // replaced as a whole, so a program sees either the old or the new
 // parameters, never a mix; the virtual queue itself carries on.
-func updateMarker(t Target, dir, marker uint32, key string, change func(*portPortCfg) error) error {
-	ns, ifname := t.NetNS, t.Ifname
-	if dir == dirPeer {
-		ns, ifname = t.PeerNetNS, t.PeerIfname
-	}
-	if ns == "" {
-		return fmt.Errorf("port %s: the far end of the link is unknown", t)
-	}
-	c, err := openNS(ns)
+func updateMarker(t Target, marker uint32, key string, change func(*portPortCfg) error) error {
+	c, err := openNS(t.NetNS)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	link, err := c.h.LinkByName(ifname)
+	link, err := c.h.LinkByName(t.Ifname)
 	if err != nil {
 		return fmt.Errorf("port %s: %w", t, err)
 	}
@@ -120,7 +113,7 @@ func updateMarker(t Target, dir, marker uint32, key string, change func(*portPor
 		return yamlfile.Field(key, "port %s has no marker: %v", t, err)
 	}
 	defer maps.close(t.Lab)
-	k, err := portKey(c, link.Attrs().Index, dir)
+	k, err := portKey(c, link.Attrs().Index, dirEgress)
 	if err != nil {
 		return err
 	}
@@ -224,22 +217,7 @@ func setRate(t Target, r units.Rate) error {
 		cfg.DrainBps = uint64(float64(cfg.DrainBps) * scale)
 		return maps.cfg.Update(&k, &cfg, ebpf.UpdateExist)
 	}
-	if err := rescale(c, link.Attrs().Index, dirEgress); err != nil {
-		return err
-	}
-	if t.PeerNetNS != "" {
-		pc, err := openNS(t.PeerNetNS)
-		if err != nil {
-			return err
-		}
-		defer pc.Close()
-		peer, err := pc.h.LinkByName(t.PeerIfname)
-		if err != nil {
-			return err
-		}
-		return rescale(pc, peer.Attrs().Index, dirPeer)
-	}
-	return nil
+	return rescale(c, link.Attrs().Index, dirEgress)
 }
 
 func setBuffer(t Target, b Buffer) error {

@@ -230,6 +230,9 @@ type UDPStream struct {
 	TOS      int
 	Flow     byte
 	Duration time.Duration
+	// Smooth skips the packets a late wake-up missed instead of sending
+	// them at once: no bursts, at the price of a slightly lower rate.
+	Smooth bool
 }
 
 // SendUDP sends s at a constant wire rate: packet i leaves at start +
@@ -264,6 +267,12 @@ func (l *Lab) SendUDP(ctx context.Context, s UDPStream) (int, error) {
 		next := start.Add(time.Duration(i) * interval)
 		if next.After(end) || ctx.Err() != nil {
 			return sent, nil
+		}
+		if late := time.Since(next); s.Smooth && late > time.Millisecond {
+			// Rebase the schedule on now.
+			skip := int(late / interval)
+			i += skip
+			next = next.Add(time.Duration(skip) * interval)
 		}
 		for {
 			gap := time.Until(next)
