@@ -40,6 +40,7 @@ struct tcp_sock {
 	__u32 rcv_nxt;
 	__u32 snd_cwnd;
 	__u32 snd_ssthresh;
+	__u32 prior_cwnd;
 	__u8 ecn_flags;
 } __attribute__((preserve_access_index));
 
