@@ -236,9 +236,11 @@ type UDPStream struct {
 }
 
 // SendUDP sends s at a constant wire rate: packet i leaves at start +
-// i·size/rate. When the sender wakes late it catches up at once, so the
-// long-term rate is exact and the short-term bursts are as small as the
-// scheduler allows. It returns the number of packets sent.
+// i·size/rate. The sending thread runs SCHED_FIFO and sleeps to absolute
+// deadlines (clock_nanosleep), so that a busy machine delays its wake-ups
+// by microseconds, not milliseconds. When it still wakes late it catches
+// up at once (long-term rate exact), or with Smooth skips what it missed
+// (no bursts). It returns the number of packets sent.
 func (l *Lab) SendUDP(ctx context.Context, s UDPStream) (int, error) {
 	var conn *net.UDPConn
 	err := l.Do(s.From, func() error {
@@ -257,32 +259,31 @@ func (l *Lab) SendUDP(ctx context.Context, s UDPStream) (int, error) {
 		return 0, err
 	}
 	defer conn.Close()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}, 0) == nil {
+		defer unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: 0 /* SCHED_OTHER */}, 0)
+	}
 	payload := make([]byte, s.Size-udpOverhead)
 	payload[16] = s.Flow
-	interval := time.Duration(float64(s.Size*8) / s.Rate * 1e9)
-	start := time.Now()
-	end := start.Add(s.Duration)
+	interval := int64(float64(s.Size*8) / s.Rate * 1e9)
+	start := monotonic()
+	end := start + int64(s.Duration)
 	sent := 0
-	for i := 0; ; i++ {
-		next := start.Add(time.Duration(i) * interval)
-		if next.After(end) || ctx.Err() != nil {
+	for i := int64(0); ; i++ {
+		next := start + i*interval
+		if next > end || ctx.Err() != nil {
 			return sent, nil
 		}
-		if late := time.Since(next); s.Smooth && late > time.Millisecond {
-			// Rebase the schedule on now.
-			skip := int(late / interval)
+		now := monotonic()
+		if s.Smooth && now-next > int64(time.Millisecond) {
+			skip := (now - next) / interval
 			i += skip
-			next = next.Add(time.Duration(skip) * interval)
+			next += skip * interval
 		}
-		for {
-			gap := time.Until(next)
-			if gap <= 0 {
-				break
-			}
-			if gap > 60*time.Microsecond {
-				time.Sleep(gap - 30*time.Microsecond)
-			} else {
-				runtime.Gosched()
+		if next > now {
+			ts := unix.NsecToTimespec(next)
+			for unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil) == unix.EINTR {
 			}
 		}
 		binary.BigEndian.PutUint64(payload[0:], uint64(i))
@@ -296,4 +297,10 @@ func (l *Lab) SendUDP(ctx context.Context, s UDPStream) (int, error) {
 		}
 		sent++
 	}
+}
+
+func monotonic() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
 }
