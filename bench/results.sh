@@ -19,8 +19,12 @@ FABRIC_LMM_BENCH_PACKETS=$packets go test -run '^$' -bench '^BenchmarkMatch$' -b
 			if ($(i+1) == "pkts/s") pps = $i
 			if ($(i+1) == "peakRSS-MB") rss = $i
 		}
-		printf "LMM matching+statistics: %.0f packets/s (peak RSS %.0f MB)\n", pps, rss
-		if (pps < 1000000) { print "  below the 1M packets/s target"; bad = 1 }
+		if ($1 ~ /discard/) {
+			printf "LMM matching+statistics: %.0f packets/s (per-packet CSV formatted, discarded; peak RSS %.0f MB)\n", pps, rss
+			if (pps < 1000000) { print "  below the 1M packets/s target"; bad = 1 }
+		} else {
+			printf "LMM with per-packet CSV written to disk: %.0f packets/s (peak RSS %.0f MB)\n", pps, rss
+		}
 	}
 	END { exit bad }'
 

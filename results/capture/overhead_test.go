@@ -135,4 +135,3 @@ func BenchmarkCaptureOverhead(b *testing.B) {
 	b.ReportMetric(mCap/mNo, "ratio")
 	b.Logf("port %v: without capture %v Mbit/s, with capture on 2 ports %v Mbit/s, ratio %.3f", rate, without, with, mCap/mNo)
 }
-

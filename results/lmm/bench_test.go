@@ -1,6 +1,7 @@
 package lmm
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"fabric/results/internal/synth"
+	"fabric/results/stats"
 )
 
 // benchPackets is the size of the synthetic pair. `make bench` sets
@@ -29,11 +31,15 @@ var benchPair struct {
 	err     error
 }
 
-// BenchmarkMatch measures the whole LMM pipeline on a synthetic capture
-// pair: streaming both pcaps, matching, the per-packet CSV, exact
-// statistics and the CDF. It reports matched packets per second and the
-// process's peak RSS, which must stay bounded (the pair itself is ~150 bytes
-// per packet per file and is never loaded).
+// BenchmarkMatch measures the LMM on a synthetic capture pair: streaming
+// both pcaps, matching, exact statistics and the CDF, with the per-packet
+// CSV either formatted and discarded (csv=discard: the matching and
+// statistics the ≥1M packets/s target is about) or written to a file
+// (csv=file: adds ~75 bytes of disk writes per packet, which this VM's
+// disk, not the CPU, limits for multi-million-packet runs). It reports
+// matched packets per second and the process's peak RSS, which stays
+// bounded: the pair (~150 bytes per packet per file) is never loaded, only
+// 8 bytes per matched packet are kept for exact percentiles.
 func BenchmarkMatch(b *testing.B) {
 	n := benchPackets()
 	benchPair.once.Do(func() {
@@ -49,25 +55,41 @@ func BenchmarkMatch(b *testing.B) {
 	if benchPair.err != nil {
 		b.Fatal(benchPair.err)
 	}
-	outDir := b.TempDir()
-	b.ResetTimer()
-	var matched int64
-	for i := 0; i < b.N; i++ {
-		s, err := Measure(outDir, "bench", []string{benchPair.in}, benchPair.out, Config{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if s.Counts.Matched != int64(benchPair.truth.Delivered) {
-			b.Fatalf("matched %d, want %d", s.Counts.Matched, benchPair.truth.Delivered)
-		}
-		matched += s.Counts.Matched
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(matched)/b.Elapsed().Seconds(), "pkts/s")
-	b.ReportMetric(float64(n), "pkts/pair")
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		b.ReportMetric(float64(ru.Maxrss)/1024, "peakRSS-MB")
+	for _, mode := range []string{"discard", "file"} {
+		b.Run("csv="+mode, func(b *testing.B) {
+			outDir := b.TempDir()
+			var matched int64
+			for i := 0; i < b.N; i++ {
+				var counts Counts
+				if mode == "file" {
+					s, err := Measure(outDir, "bench", []string{benchPair.in}, benchPair.out, Config{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					counts = s.Counts
+				} else {
+					pw, _ := NewPacketWriter(io.Discard)
+					r, err := MatchFiles([]string{benchPair.in}, benchPair.out, Config{Packets: pw})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if len(stats.CDF(r.Latencies(), cdfPoints)) == 0 {
+						b.Fatal("empty CDF")
+					}
+					counts = r.Counts
+				}
+				if counts.Matched != int64(benchPair.truth.Delivered) {
+					b.Fatalf("matched %d, want %d", counts.Matched, benchPair.truth.Delivered)
+				}
+				matched += counts.Matched
+			}
+			b.ReportMetric(float64(matched)/b.Elapsed().Seconds(), "pkts/s")
+			b.ReportMetric(float64(n), "pkts/pair")
+			var ru syscall.Rusage
+			if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+				b.ReportMetric(float64(ru.Maxrss)/1024, "peakRSS-MB")
+			}
+		})
 	}
 }
 
