@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -27,17 +28,26 @@ type TCPSink struct {
 	wg    sync.WaitGroup
 }
 
+// Namespaces runs code inside a node's namespace: a Lab here, or an
+// emu.Lab.
+type Namespaces interface {
+	Do(node string, fn func() error) error
+}
+
 // ListenTCP starts a sink in host's namespace.
-func (l *Lab) ListenTCP(host string, port int) *TCPSink {
-	l.t.Helper()
+func (l *Lab) ListenTCP(host string, port int) *TCPSink { return ListenTCP(l.t, l, host, port) }
+
+// ListenTCP starts a sink in host's namespace of ns.
+func ListenTCP(t testing.TB, ns Namespaces, host string, port int) *TCPSink {
+	t.Helper()
 	s := &TCPSink{}
-	err := l.Do(host, func() error {
+	err := ns.Do(host, func() error {
 		var err error
 		s.ln, err = net.Listen("tcp4", fmt.Sprintf(":%d", port))
 		return err
 	})
 	if err != nil {
-		l.t.Fatal(err)
+		t.Fatal(err)
 	}
 	s.wg.Add(1)
 	go func() {
@@ -62,7 +72,7 @@ func (l *Lab) ListenTCP(host string, port int) *TCPSink {
 			}()
 		}
 	}()
-	l.t.Cleanup(s.Close)
+	t.Cleanup(s.Close)
 	return s
 }
 
@@ -76,8 +86,13 @@ func (s *TCPSink) Close() { s.ln.Close() }
 // allows until ctx ends. tos sets the IP TOS byte (DSCP; TCP manages the
 // ECN bits itself), cc the congestion control ("" = the namespace's).
 func (l *Lab) TCPBulk(ctx context.Context, host string, dst netip.AddrPort, tos int, cc string) error {
+	return TCPBulk(ctx, l, host, dst, tos, cc)
+}
+
+// TCPBulk is Lab.TCPBulk on any Namespaces.
+func TCPBulk(ctx context.Context, ns Namespaces, host string, dst netip.AddrPort, tos int, cc string) error {
 	var conn net.Conn
-	err := l.Do(host, func() error {
+	err := ns.Do(host, func() error {
 		d := net.Dialer{Timeout: 3 * time.Second, Control: func(network, addr string, rc syscall.RawConn) error {
 			if err := setTOS(tos)(network, addr, rc); err != nil || cc == "" {
 				return err
@@ -145,10 +160,13 @@ type UDPSink struct {
 }
 
 // ListenUDP starts a recording sink in host's namespace.
-func (l *Lab) ListenUDP(host string, port int) *UDPSink {
-	l.t.Helper()
+func (l *Lab) ListenUDP(host string, port int) *UDPSink { return ListenUDP(l.t, l, host, port) }
+
+// ListenUDP is Lab.ListenUDP on any Namespaces.
+func ListenUDP(t testing.TB, ns Namespaces, host string, port int) *UDPSink {
+	t.Helper()
 	s := &UDPSink{done: make(chan struct{})}
-	err := l.Do(host, func() error {
+	err := ns.Do(host, func() error {
 		var err error
 		s.conn, err = net.ListenUDP("udp4", &net.UDPAddr{Port: port})
 		if err != nil {
@@ -168,10 +186,10 @@ func (l *Lab) ListenUDP(host string, port int) *UDPSink {
 		return errors.Join(err, serr)
 	})
 	if err != nil {
-		l.t.Fatal(err)
+		t.Fatal(err)
 	}
 	go s.loop()
-	l.t.Cleanup(s.Close)
+	t.Cleanup(s.Close)
 	return s
 }
 
@@ -241,9 +259,12 @@ type UDPStream struct {
 // by microseconds, not milliseconds. When it still wakes late it catches
 // up at once (long-term rate exact), or with Smooth skips what it missed
 // (no bursts). It returns the number of packets sent.
-func (l *Lab) SendUDP(ctx context.Context, s UDPStream) (int, error) {
+func (l *Lab) SendUDP(ctx context.Context, s UDPStream) (int, error) { return SendUDP(ctx, l, s) }
+
+// SendUDP is Lab.SendUDP on any Namespaces.
+func SendUDP(ctx context.Context, ns Namespaces, s UDPStream) (int, error) {
 	var conn *net.UDPConn
-	err := l.Do(s.From, func() error {
+	err := ns.Do(s.From, func() error {
 		var err error
 		conn, err = net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(s.To))
 		if err != nil {
@@ -286,7 +307,7 @@ func (l *Lab) SendUDP(ctx context.Context, s UDPStream) (int, error) {
 			for unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil) == unix.EINTR {
 			}
 		}
-		binary.BigEndian.PutUint64(payload[0:], uint64(i))
+		binary.BigEndian.PutUint64(payload[0:], uint64(sent)) // packets, not schedule slots
 		binary.BigEndian.PutUint64(payload[8:], uint64(time.Now().UnixNano()))
 		if _, err := conn.Write(payload); err != nil {
 			// ENOBUFS/ECONNREFUSED under overload are the network's business.
