@@ -85,7 +85,8 @@ type proc struct {
 	t    *testing.T
 	name string
 	cmd  *exec.Cmd
-	done chan error
+	done chan struct{} // closed when the process has been reaped
+	err  error         // its exit status, valid after done
 	log  string
 }
 
@@ -105,10 +106,12 @@ func start(t *testing.T, lab *emu.Lab, node string, args ...string) *proc {
 		t.Fatalf("start %s on %s: %v", args[0], node, err)
 	}
 	out.Close()
-	p := &proc{t: t, name: node + "/" + args[0], cmd: cmd, done: make(chan error, 1), log: logFile}
-	go func() { p.done <- cmd.Wait() }()
+	p := &proc{t: t, name: node + "/" + args[0], cmd: cmd, done: make(chan struct{}), log: logFile}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
+		select {
+		case <-p.done:
+		default:
 			cmd.Process.Kill() // only this test's own child, by PID
 			<-p.done
 		}
@@ -116,18 +119,25 @@ func start(t *testing.T, lab *emu.Lab, node string, args ...string) *proc {
 	return p
 }
 
-// wait waits for the process to exit by itself and requires exit 0.
-func (p *proc) wait(timeout time.Duration) {
+// exit waits for the process to exit by itself and returns how it ended.
+func (p *proc) exit(timeout time.Duration) error {
 	p.t.Helper()
 	select {
-	case err := <-p.done:
-		if err != nil {
-			p.t.Fatalf("%s: %v\n%s", p.name, err, p.logText())
-		}
+	case <-p.done:
+		return p.err
 	case <-time.After(timeout):
 		p.cmd.Process.Kill()
 		<-p.done
 		p.t.Fatalf("%s did not finish in %v\n%s", p.name, timeout, p.logText())
+		return nil
+	}
+}
+
+// wait waits for the process to exit by itself and requires exit 0.
+func (p *proc) wait(timeout time.Duration) {
+	p.t.Helper()
+	if err := p.exit(timeout); err != nil {
+		p.t.Fatalf("%s: %v\n%s", p.name, err, p.logText())
 	}
 }
 
@@ -181,3 +191,10 @@ func sampleLines(t *testing.T, dir, file string, n int) string {
 }
 
 var _ = testenv.RequireRoot
+
+func writeFile(t *testing.T, name, text string) {
+	t.Helper()
+	if err := os.WriteFile(name, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -218,7 +218,7 @@ func (s *server) sampleOne(f *sinkFlow, tns int64) {
 
 // enableRxTimestamps asks the kernel to stamp each received datagram, so a
 // probe's one-way delay does not include the time the reader took to be
-// scheduled.
+// scheduled, and to pass up its TOS byte.
 func enableRxTimestamps(c *net.UDPConn) error {
 	rc, err := c.SyscallConn()
 	if err != nil {
@@ -227,6 +227,11 @@ func enableRxTimestamps(c *net.UDPConn) error {
 	var serr error
 	if err := rc.Control(func(fd uintptr) {
 		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
+		if serr == nil {
+			// The TOS byte as received: the probe's DSCP on the wire, not
+			// what the sender claims.
+			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_RECVTOS, 1)
+		}
 	}); err != nil {
 		return err
 	}
@@ -244,7 +249,7 @@ func (s *server) receiveProbes(c *net.UDPConn) {
 		if err != nil {
 			return // closed on shutdown
 		}
-		recv := kernelStamp(oob[:oobn])
+		recv, tos := controlInfo(oob[:oobn])
 		if recv == 0 {
 			recv = time.Now().UnixNano()
 		}
@@ -252,22 +257,31 @@ func (s *server) receiveProbes(c *net.UDPConn) {
 		if !ok {
 			continue
 		}
-		s.w.Probe(records.Probe{Seq: p.seq, Src: p.host, Dst: s.cfg.Host, DSCP: uint8(p.dscp), SendNS: p.sendNS, RecvNS: recv})
+		dscp := p.dscp
+		if tos >= 0 {
+			dscp = DSCP(tos >> 2)
+		}
+		s.w.Probe(records.Probe{Seq: p.seq, Src: p.host, Dst: s.cfg.Host, DSCP: uint8(dscp), SendNS: p.sendNS, RecvNS: recv})
 	}
 }
 
-// kernelStamp extracts SCM_TIMESTAMPNS (a struct timespec) or returns 0.
-func kernelStamp(oob []byte) int64 {
+// controlInfo extracts the kernel receive time (SCM_TIMESTAMPNS, a struct
+// timespec; 0 if absent) and the IP TOS byte (-1 if absent).
+func controlInfo(oob []byte) (recvNS int64, tos int) {
+	tos = -1
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err != nil {
-		return 0
+		return 0, tos
 	}
 	for _, m := range msgs {
-		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= 16 {
+		switch {
+		case m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= 16:
 			sec := int64(binary.NativeEndian.Uint64(m.Data[0:8]))
 			nsec := int64(binary.NativeEndian.Uint64(m.Data[8:16]))
-			return sec*1e9 + nsec
+			recvNS = sec*1e9 + nsec
+		case m.Header.Level == unix.IPPROTO_IP && m.Header.Type == unix.IP_TOS && len(m.Data) >= 1:
+			tos = int(m.Data[0])
 		}
 	}
-	return 0
+	return recvNS, tos
 }
