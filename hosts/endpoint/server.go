@@ -59,6 +59,8 @@ func runServer(ctx context.Context, cfg *Config, w *records.Writer) error {
 		udp.Close()
 		return err
 	}
+	// The experiment runner waits for this line before starting clients;
+	// keep its text.
 	cfg.Log.Info("server listening", "host", cfg.Host, "port", cfg.Port)
 
 	s.wg.Add(3)

@@ -44,7 +44,16 @@ func Load(file string) (*CDF, error) {
 		return nil, &yamlfile.Error{File: file, Msg: err.Error()}
 	}
 	defer f.Close()
-	return Parse(file, f)
+	c, err := Parse(file, f)
+	if err != nil {
+		return nil, err
+	}
+	// File travels to endpoint processes started elsewhere (Config.Args),
+	// so it must not depend on this process's working directory.
+	if abs, err := filepath.Abs(file); err == nil {
+		c.File = abs
+	}
+	return c, nil
 }
 
 // Parse reads a CDF from r; file names it in errors and in CDF.Name.
