@@ -359,3 +359,23 @@ func ListLabs() ([]string, error) {
 	}
 	return labs, nil
 }
+
+// CheckPrograms loads the port programs through the verifier and unloads
+// them, without pinning or attaching anything: `fabric doctor` uses it to
+// prove this kernel runs them (BTF, CO-RE, bpf_cast_to_kern_ctx,
+// tp_btf/net_dev_start_xmit, bpf_skb_ecn_set_ce).
+func CheckPrograms() error {
+	spec, err := loadPort()
+	if err != nil {
+		return err
+	}
+	for _, m := range spec.Maps {
+		m.Pinning = ebpf.PinNone
+	}
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		return err
+	}
+	coll.Close()
+	return nil
+}

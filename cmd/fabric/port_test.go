@@ -5,8 +5,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"net/netip"
 	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
