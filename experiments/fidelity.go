@@ -1,0 +1,201 @@
+package experiments
+
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// An emulation is only as good as the CPU behind it: when the cores are
+// saturated, queues build in the kernel's softirq backlog instead of the
+// emulated ports, and every latency is wrong. The fidelity monitor samples
+// CPU idle time through every trial and the runner flags the trial.
+
+// Fidelity thresholds (issue 7): a trial is unfaithful when the CPU had
+// less than cpuIdleFloor idle for more than cpuBusyFraction of the samples.
+const (
+	cpuSampleEvery  = 100 * time.Millisecond
+	cpuIdleFloor    = 20.0 // percent
+	cpuBusyFraction = 0.10
+)
+
+// cpuSample is the machine's idle percentage over one interval.
+type cpuSample struct {
+	At      time.Duration // since the monitor started
+	IdlePct float64
+}
+
+// cpuMonitor samples /proc/stat until stopped.
+type cpuMonitor struct {
+	mu      sync.Mutex
+	samples []cpuSample
+	stop    context.CancelFunc
+	done    chan struct{}
+}
+
+// startCPUMonitor begins sampling the aggregate CPU line of /proc/stat.
+func startCPUMonitor(ctx context.Context) *cpuMonitor {
+	ctx, cancel := context.WithCancel(ctx)
+	m := &cpuMonitor{stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		t0 := time.Now()
+		prevIdle, prevTotal, err := readCPU()
+		if err != nil {
+			return
+		}
+		tick := time.NewTicker(cpuSampleEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			idle, total, err := readCPU()
+			if err != nil || total == prevTotal {
+				continue
+			}
+			pct := 100 * float64(idle-prevIdle) / float64(total-prevTotal)
+			prevIdle, prevTotal = idle, total
+			m.mu.Lock()
+			m.samples = append(m.samples, cpuSample{At: time.Since(t0), IdlePct: pct})
+			m.mu.Unlock()
+		}
+	}()
+	return m
+}
+
+// Stop ends sampling and returns the samples.
+func (m *cpuMonitor) Stop() []cpuSample {
+	m.stop()
+	<-m.done
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]cpuSample(nil), m.samples...)
+}
+
+// readCPU returns idle (idle + iowait) and total jiffies from /proc/stat.
+func readCPU() (idle, total uint64, err error) {
+	f, err := os.Open("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	if !sc.Scan() {
+		return 0, 0, fmt.Errorf("/proc/stat: empty")
+	}
+	fields := strings.Fields(sc.Text())
+	if len(fields) < 5 || fields[0] != "cpu" {
+		return 0, 0, fmt.Errorf("/proc/stat: unexpected first line %q", sc.Text())
+	}
+	// user nice system idle iowait irq softirq steal (guest is in user).
+	for i, s := range fields[1:] {
+		if i >= 8 {
+			break
+		}
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/stat: %w", err)
+		}
+		total += v
+		if i == 3 || i == 4 {
+			idle += v
+		}
+	}
+	return idle, total, nil
+}
+
+// cpuVerdict summarises samples: the lowest idle percentage, the fraction
+// of samples below the floor, and whether that makes the trial unfaithful.
+func cpuVerdict(samples []cpuSample) (minIdle, busyFrac float64, saturated bool) {
+	if len(samples) == 0 {
+		return 0, 0, false
+	}
+	minIdle = 100
+	busy := 0
+	for _, s := range samples {
+		minIdle = min(minIdle, s.IdlePct)
+		if s.IdlePct < cpuIdleFloor {
+			busy++
+		}
+	}
+	busyFrac = float64(busy) / float64(len(samples))
+	return minIdle, busyFrac, busyFrac > cpuBusyFraction
+}
+
+// writeCPUCSV writes the idle time series for plots and later checks.
+func writeCPUCSV(path string, samples []cpuSample) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(f)
+	w.Write([]string{"seconds", "cpu_idle_pct"})
+	for _, s := range samples {
+		w.Write([]string{strconv.FormatFloat(s.At.Seconds(), 'f', 3, 64), strconv.FormatFloat(s.IdlePct, 'f', 1, 64)})
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// PortRate is a port's achieved rate over the traffic phase of a trial,
+// from its tc byte counters, next to its configured rate.
+type PortRate struct {
+	Port          string  `json:"port"`
+	ConfiguredBPS float64 `json:"configured_bps"`
+	AchievedBPS   float64 `json:"achieved_bps"`
+	// ExpectedBPS is what the traffic should have pushed through it: the
+	// configured rate for long-lived flows, load × rate for dynamic.
+	ExpectedBPS float64 `json:"expected_bps"`
+	Drops       uint64  `json:"drops"`
+	// ECT and Marks count ECN-capable packets and CE marks set by the
+	// port's marker (threshold or phantom queue) over the same interval.
+	ECT   uint64 `json:"ect,omitempty"`
+	Marks uint64 `json:"marks,omitempty"`
+}
+
+// FidelityRecord is fidelity.json in a trial directory.
+type FidelityRecord struct {
+	CPUSamples     int        `json:"cpu_samples"`
+	CPUMinIdlePct  float64    `json:"cpu_min_idle_pct"`
+	CPUBusyFrac    float64    `json:"cpu_busy_fraction"` // samples under 20% idle
+	CPUSaturated   bool       `json:"cpu_saturated"`
+	CaptureDrops   uint64     `json:"capture_drops"`
+	Ports          []PortRate `json:"ports,omitempty"`
+	Unfaithful     bool       `json:"unfaithful"`
+	Advice         string     `json:"advice,omitempty"`
+	PacerErrors    []string   `json:"pacer_errors,omitempty"`
+	EndpointErrors []string   `json:"endpoint_errors,omitempty"`
+}
+
+// advice says how to make an unfaithful trial believable.
+func (f *FidelityRecord) advice(spec *Spec) string {
+	var why []string
+	if f.CPUSaturated {
+		why = append(why, fmt.Sprintf("CPU idle was below %.0f%% in %.0f%% of samples (min %.0f%%)", cpuIdleFloor, 100*f.CPUBusyFrac, f.CPUMinIdlePct))
+	}
+	if f.CaptureDrops > 0 {
+		why = append(why, fmt.Sprintf("the captures dropped %d packets", f.CaptureDrops))
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	how := "lower the emulated link rate (lab links.rate, e.g. 100Mbit instead of 1Gbit)"
+	if spec.Traffic.Pattern == "dynamic" {
+		how = "lower the offered load (traffic.load / sweep.load) or " + how
+	}
+	how += ", capture fewer ports (measure.lmm.from), or stop other work on this machine"
+	return strings.Join(why, " and ") + ": " + how
+}

@@ -1,0 +1,242 @@
+// Package paper holds the published numbers fabric's built-in scenarios
+// reproduce, and puts a run's measured table next to them.
+//
+// Absolute microseconds cannot match the HULL NetFPGA testbed (1 Gbit/s
+// hardware; fabric's scenarios run at 100 Mbit/s on 2 cores), so the
+// comparison is about what should carry over: the ratio of each scheme to
+// the baseline, and the ordering of the schemes, checked row by row.
+package paper
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"fabric/results/report"
+)
+
+// Table is a published table: a value per (row, scheme), lower is better.
+type Table struct {
+	ID       string
+	Title    string
+	Source   string   // where the numbers are printed
+	Metric   string   // what the values are
+	Schemes  []string // fabric scheme names, in the paper's column order
+	Labels   []string // the paper's column names
+	Rows     []Row
+	Baseline string // scheme ratios are taken against
+	// measured picks the fabric value for a (row, scheme) from report rows.
+	measured func(rows []report.Row, r Row, scheme string) float64
+}
+
+// Row is one row of a published table.
+type Row struct {
+	Label  string    // "20%", "mean", "99th"
+	Load   float64   // the load the row is for (0: none)
+	Values []float64 // per scheme, in Table.Schemes order
+}
+
+// Tables are the published results of DESIGN.md "Reference results".
+var Tables = map[string]*Table{
+	// HULL Table 1 (two long-lived flows into one receiver, 1 Gbit/s):
+	// switch latency of TCP against DCTCP with K = 30 KB.
+	"hull-table1": {
+		ID: "hull-table1", Title: "HULL Table 1: two long-lived flows",
+		Source:  "Alizadeh et al., Less is More (NSDI 2012), Table 1",
+		Metric:  "switch latency (µs)",
+		Schemes: []string{"tcp-droptail", "dctcp-30k"}, Labels: []string{"TCP", "DCTCP-30K"},
+		Baseline: "tcp-droptail",
+		Rows: []Row{
+			{Label: "mean", Values: []float64{1100.6, 153.9}},
+			{Label: "99th", Values: []float64{4308.8, 305.8}},
+		},
+		measured: func(rows []report.Row, r Row, scheme string) float64 {
+			for _, x := range rows {
+				if x.Scheme == scheme {
+					if r.Label == "mean" {
+						return x.LatAvg
+					}
+					return x.LatP99
+				}
+			}
+			return math.NaN()
+		},
+	},
+	// HULL Table 4 (dynamic flows: 80% 1 KB, 20% 10 MB, open-loop Poisson;
+	// average switch latency).
+	"hull-table4": {
+		ID: "hull-table4", Title: "HULL Table 4: dynamic flows, average switch latency",
+		Source:  "Alizadeh et al., Less is More (NSDI 2012), Table 4",
+		Metric:  "mean switch latency (µs)",
+		Schemes: []string{"tcp-droptail", "dctcp-30k", "dctcp-6k-pacer", "dctcp-pq950-pacer"},
+		Labels:  []string{"TCP-DropTail", "DCTCP-30K", "DCTCP-6K-Pacer", "DCTCP-PQ950-Pacer"},
+		Rows: []Row{
+			{Label: "20%", Load: 0.2, Values: []float64{111.5, 38.4, 6.6, 2.8}},
+			{Label: "40%", Load: 0.4, Values: []float64{329.3, 78.3, 15.1, 7.0}},
+			{Label: "60%", Load: 0.6, Values: []float64{720.5, 119.1, 24.8, 13.5}},
+		},
+		Baseline: "tcp-droptail",
+		measured: func(rows []report.Row, r Row, scheme string) float64 {
+			for _, x := range rows {
+				if x.Scheme == scheme && math.Abs(x.Load-r.Load) < 1e-9 {
+					return x.LatAvg
+				}
+			}
+			return math.NaN()
+		},
+	},
+}
+
+// Comparison is a published table next to a run's measurements.
+type Comparison struct {
+	Table *Table
+	Rows  []CompRow
+}
+
+// CompRow is one published row with the measured values and the verdict.
+type CompRow struct {
+	Row
+	Measured []float64 // NaN: not measured in this run
+	// Pass says whether the measured schemes rank in the paper's order
+	// (only the schemes measured in this row are compared).
+	Pass     bool
+	Compared int // schemes that had a measurement
+}
+
+// Compare matches report rows against the published table id.
+func Compare(id string, rows []report.Row) (*Comparison, error) {
+	t, ok := Tables[id]
+	if !ok {
+		return nil, fmt.Errorf("paper: no published table %q", id)
+	}
+	c := &Comparison{Table: t}
+	for _, r := range t.Rows {
+		cr := CompRow{Row: r}
+		for _, s := range t.Schemes {
+			cr.Measured = append(cr.Measured, t.measured(rows, r, s))
+		}
+		cr.Pass, cr.Compared = sameOrder(r.Values, cr.Measured)
+		if cr.Compared > 0 {
+			c.Rows = append(c.Rows, cr)
+		}
+	}
+	return c, nil
+}
+
+// sameOrder reports whether the measured values (ignoring NaN) are ordered
+// as the paper's: every pair the paper ranks strictly keeps its order.
+func sameOrder(paper, measured []float64) (bool, int) {
+	var idx []int
+	for i, v := range measured {
+		if !math.IsNaN(v) {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) < 2 {
+		return false, len(idx)
+	}
+	for a := 0; a < len(idx); a++ {
+		for b := a + 1; b < len(idx); b++ {
+			i, j := idx[a], idx[b]
+			if (paper[i] < paper[j]) != (measured[i] < measured[j]) {
+				return false, len(idx)
+			}
+		}
+	}
+	return true, len(idx)
+}
+
+// Passed counts rows whose ordering agrees.
+func (c *Comparison) Passed() (pass, total int) {
+	for _, r := range c.Rows {
+		if r.Compared >= 2 {
+			total++
+			if r.Pass {
+				pass++
+			}
+		}
+	}
+	return pass, total
+}
+
+func num(v float64) string {
+	if math.IsNaN(v) {
+		return "–"
+	}
+	if v >= 100 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64)
+}
+
+func ratio(v, base float64) string {
+	if math.IsNaN(v) || math.IsNaN(base) || base == 0 {
+		return "–"
+	}
+	return strconv.FormatFloat(v/base, 'f', 2, 64)
+}
+
+// order names the schemes from lowest to highest value.
+func order(labels []string, values []float64) string {
+	type kv struct {
+		l string
+		v float64
+	}
+	var xs []kv
+	for i, v := range values {
+		if !math.IsNaN(v) {
+			xs = append(xs, kv{labels[i], v})
+		}
+	}
+	sort.SliceStable(xs, func(a, b int) bool { return xs[a].v < xs[b].v })
+	var out []string
+	for _, x := range xs {
+		out = append(out, x.l)
+	}
+	return strings.Join(out, " < ")
+}
+
+// Markdown renders the side-by-side table: per row and scheme the paper's
+// and fabric's values and their ratios to the baseline, and the ordering
+// verdict per row.
+func (c *Comparison) Markdown() string {
+	t := c.Table
+	var b strings.Builder
+	fmt.Fprintf(&b, "## Paper side by side: %s\n\n", t.Title)
+	fmt.Fprintf(&b, "Source: %s. Metric: %s. Cells are paper / fabric; the ratio is to %s in the same row. "+
+		"Absolute values differ (the paper's testbed is 1 Gbit/s NetFPGA hardware; fabric's scenarios are scaled to 100 Mbit/s, "+
+		"so queueing delays are about 10× longer); the ratios and the ordering should carry over.\n\n", t.Source, t.Metric, t.Baseline)
+	base := slices.Index(t.Schemes, t.Baseline)
+	b.WriteString("| row |")
+	sep := "|---|"
+	for _, l := range t.Labels {
+		b.WriteString(" " + l + " paper / fabric | ratio paper / fabric |")
+		sep += "---:|---:|"
+	}
+	b.WriteString(" ordering |\n" + sep + "---|\n")
+	for _, r := range c.Rows {
+		fmt.Fprintf(&b, "| %s |", r.Label)
+		for i := range t.Schemes {
+			fmt.Fprintf(&b, " %s / %s | %s / %s |", num(r.Values[i]), num(r.Measured[i]),
+				ratio(r.Values[i], r.Values[base]), ratio(r.Measured[i], r.Measured[base]))
+		}
+		verdict := "FAIL"
+		switch {
+		case r.Compared < 2:
+			verdict = "n/a"
+		case r.Pass:
+			verdict = "PASS"
+		}
+		b.WriteString(" " + verdict + " |\n")
+	}
+	b.WriteString("\nOrdering per row (lowest first):\n\n")
+	for _, r := range c.Rows {
+		fmt.Fprintf(&b, "- %s: paper %s; fabric %s\n", r.Label, order(t.Labels, r.Values), order(t.Labels, r.Measured))
+	}
+	p, n := c.Passed()
+	fmt.Fprintf(&b, "\nOrdering agrees in %d of %d rows.\n", p, n)
+	return b.String()
+}

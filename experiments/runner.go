@@ -1,0 +1,333 @@
+package experiments
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"fabric/experiments/paper"
+	"fabric/internal/doctor"
+	"fabric/results/report"
+)
+
+// Options tune Run. The zero value writes under runs/ with a seed from
+// the experiment file (or the clock) and no progress output.
+type Options struct {
+	// Out is the directory runs go under (default "runs"): a run is
+	// Out/NAME/TIMESTAMP.
+	Out string
+	// Resume is an existing run directory to complete: trials with a
+	// complete marker are kept, the rest run again with the run's seed.
+	Resume string
+	// Seed is the base seed; 0 means the file's seed, else the clock's.
+	Seed uint64
+	// LabPrefix starts every lab name (default "run"); tests set their own.
+	LabPrefix string
+	// Progress receives one line per trial: point i/n, elapsed, ETA.
+	Progress io.Writer
+	// KeepPcaps keeps the captures after the LMM has matched them.
+	KeepPcaps bool
+	Log       *slog.Logger
+}
+
+// Result is a finished (or interrupted) run.
+type Result struct {
+	Dir        string
+	Seed       uint64
+	Points     []Point
+	Trials     []*report.TrialSummary
+	Report     *report.Report
+	Paper      *paper.Comparison // nil when the experiment names no paper table
+	Unfaithful int
+	Skipped    int // trials already complete (--resume)
+	Elapsed    time.Duration
+}
+
+// RunFile is run.json at the top of a run directory: what resume needs.
+type RunFile struct {
+	Name     string          `json:"name"`
+	File     string          `json:"file"`
+	Quick    bool            `json:"quick"`
+	Seed     uint64          `json:"seed"`
+	Started  time.Time       `json:"started"`
+	Points   []Point         `json:"points"`
+	Trials   int             `json:"trials"`
+	Duration string          `json:"duration"`
+	Paper    string          `json:"paper,omitempty"`
+	Fabric   Version         `json:"fabric"`
+	Kernel   string          `json:"kernel"`
+	Doctor   *doctor.Report  `json:"doctor,omitempty"`
+	Spec     json.RawMessage `json:"spec"`
+}
+
+// Version is the fabric build that ran.
+type Version struct {
+	Module   string `json:"module"`
+	Version  string `json:"version"`
+	Commit   string `json:"commit,omitempty"`
+	Modified bool   `json:"modified,omitempty"`
+	Go       string `json:"go"`
+}
+
+// BuildVersion reads the module version and VCS commit from the binary.
+func BuildVersion() Version {
+	v := Version{Module: "fabric", Version: "(devel)"}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return v
+	}
+	v.Go = bi.GoVersion
+	if bi.Main.Version != "" {
+		v.Version = bi.Main.Version
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v.Commit = s.Value
+		case "vcs.modified":
+			v.Modified = s.Value == "true"
+		}
+	}
+	return v
+}
+
+func kernelRelease() string {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+// Markers in a trial directory.
+const (
+	completeMarker   = "COMPLETE"
+	incompleteMarker = "INCOMPLETE"
+	runFileName      = "run.json"
+)
+
+// ErrInterrupted is returned (wrapped) when ctx ended mid-run.
+var ErrInterrupted = errors.New("run interrupted")
+
+var labSeq atomic.Int64
+
+// Run runs every point and trial of spec and writes the run directory. On
+// ctx's end it tears the current lab down, marks the current trial
+// incomplete and returns an error wrapping ErrInterrupted; Options.Resume
+// completes the run later.
+func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
+	if opts.Out == "" {
+		opts.Out = "runs"
+	}
+	if opts.LabPrefix == "" {
+		opts.LabPrefix = "run"
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.Progress == nil {
+		opts.Progress = io.Discard
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("fabric run must run as root: it builds labs of network namespaces, veth links and qdiscs")
+	}
+	res := &Result{Points: spec.Points()}
+	rf, err := prepareRunDir(ctx, spec, opts, res)
+	if err != nil {
+		return nil, err
+	}
+	res.Seed = rf.Seed
+	r := &runner{spec: spec, opts: opts, run: rf, dir: res.Dir}
+	start := time.Now()
+	total := len(res.Points) * spec.Trials
+	done, ran := 0, 0
+	var ranFor time.Duration
+	for _, p := range res.Points {
+		for n := 1; n <= spec.Trials; n++ {
+			done++
+			dir := filepath.Join(res.Dir, p.Name, fmt.Sprintf("trial-%d", n))
+			if _, err := os.Stat(filepath.Join(dir, completeMarker)); err == nil {
+				res.Skipped++
+				fmt.Fprintf(opts.Progress, "[%d/%d] %s trial %d: complete, skipped\n", done, total, p.Name, n)
+				continue
+			}
+			if err := os.RemoveAll(dir); err != nil {
+				return res, err
+			}
+			eta := "?"
+			if ran > 0 {
+				eta = (ranFor / time.Duration(ran) * time.Duration(total-done+1)).Round(time.Second).String()
+			} else {
+				eta = (time.Duration(total-done+1) * (spec.Duration + 3*time.Second)).Round(time.Second).String() + " (estimated)"
+			}
+			fmt.Fprintf(opts.Progress, "[%d/%d] %s trial %d/%d  elapsed %s  ETA %s\n", done, total, p.Name, n, spec.Trials,
+				time.Since(start).Round(time.Second), eta)
+			t0 := time.Now()
+			fid, err := r.trial(ctx, p, n, dir)
+			if err != nil {
+				markIncomplete(dir, err)
+				if ctx.Err() != nil {
+					return res, fmt.Errorf("%w at point %s trial %d (resume with --resume %s): %v", ErrInterrupted, p.Name, n, res.Dir, ctx.Err())
+				}
+				return res, fmt.Errorf("point %s trial %d: %w", p.Name, n, err)
+			}
+			ran++
+			ranFor += time.Since(t0)
+			if fid.Unfaithful {
+				fmt.Fprintf(opts.Progress, "        UNFAITHFUL: %s\n", fid.Advice)
+			}
+		}
+	}
+	res.Elapsed = time.Since(start)
+	return res, Finish(res)
+}
+
+// Finish loads every trial of res.Dir and writes summary.csv, report.md and
+// the figures, with the paper comparison when the run names a table.
+func Finish(res *Result) error {
+	trials, err := report.LoadRuns(res.Dir)
+	if err != nil {
+		return err
+	}
+	res.Trials = trials
+	res.Unfaithful = 0
+	for _, t := range trials {
+		if !t.Fidelity.Faithful() {
+			res.Unfaithful++
+		}
+	}
+	rep, err := report.Write(res.Dir, trials...)
+	if err != nil {
+		return err
+	}
+	res.Report = rep
+	rf, err := ReadRunFile(res.Dir)
+	if err != nil {
+		return err
+	}
+	if rf.Paper != "" {
+		c, err := paper.Compare(rf.Paper, rep.Rows)
+		if err != nil {
+			return err
+		}
+		res.Paper = c
+		md := rep.Markdown + "\n" + c.Markdown()
+		if err := os.WriteFile(filepath.Join(res.Dir, "report.md"), []byte(md), 0o644); err != nil {
+			return err
+		}
+		rep.Markdown = md
+	}
+	return nil
+}
+
+// ReadRunFile reads run.json of a run directory.
+func ReadRunFile(dir string) (*RunFile, error) {
+	b, err := os.ReadFile(filepath.Join(dir, runFileName))
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a run directory: %w", dir, err)
+	}
+	var rf RunFile
+	if err := json.Unmarshal(b, &rf); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, runFileName), err)
+	}
+	return &rf, nil
+}
+
+// prepareRunDir makes (or, resuming, checks) the run directory and its
+// run.json, and fixes the base seed.
+func prepareRunDir(ctx context.Context, spec *Spec, opts Options, res *Result) (*RunFile, error) {
+	if opts.Resume != "" {
+		rf, err := ReadRunFile(opts.Resume)
+		if err != nil {
+			return nil, err
+		}
+		if rf.Name != spec.Name || rf.Quick != spec.IsQuick {
+			return nil, fmt.Errorf("--resume %s: that run is %s (quick=%v), not %s (quick=%v)", opts.Resume, rf.Name, rf.Quick, spec.Name, spec.IsQuick)
+		}
+		if opts.Seed != 0 && opts.Seed != rf.Seed {
+			return nil, fmt.Errorf("--resume %s: the run's seed is %d; --seed %d would make its trials incomparable", opts.Resume, rf.Seed, opts.Seed)
+		}
+		res.Dir = opts.Resume
+		return rf, nil
+	}
+	seed := opts.Seed
+	if seed == 0 {
+		seed = spec.Seed
+	}
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano()%1_000_000_000) + 1
+	}
+	stamp := time.Now().UTC().Format("20060102T150405Z")
+	dir := filepath.Join(opts.Out, spec.Name, stamp)
+	for i := 2; ; i++ { // two runs in one second get distinct directories
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		dir = filepath.Join(opts.Out, spec.Name, fmt.Sprintf("%s-%d", stamp, i))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	res.Dir = dir
+	specJSON, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	rf := &RunFile{
+		Name: spec.Name, File: spec.File, Quick: spec.IsQuick, Seed: seed, Started: time.Now().UTC(),
+		Points: res.Points, Trials: spec.Trials, Duration: spec.Duration.String(), Paper: spec.Paper,
+		Fabric: BuildVersion(), Kernel: kernelRelease(), Doctor: doctor.Probe(ctx), Spec: specJSON,
+	}
+	b, err := json.MarshalIndent(rf, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return rf, os.WriteFile(filepath.Join(dir, runFileName), append(b, '\n'), 0o644)
+}
+
+// markIncomplete records why a trial did not finish; resume reruns it.
+func markIncomplete(dir string, err error) {
+	if mkErr := os.MkdirAll(dir, 0o755); mkErr != nil {
+		return
+	}
+	os.Remove(filepath.Join(dir, report.MetaFile)) // a half trial must not be reported
+	msg := strings.TrimSpace(err.Error()) + "\n"
+	os.WriteFile(filepath.Join(dir, incompleteMarker), []byte(msg), 0o644)
+}
+
+// Report is `fabric report RUNDIR...`: it rewrites the report of the run
+// directories into the first and returns its Markdown, with the paper
+// comparison when the first run names a published table.
+func Report(runDirs ...string) (string, error) {
+	trials, err := report.LoadRuns(runDirs...)
+	if err != nil {
+		return "", err
+	}
+	rep, err := report.Write(runDirs[0], trials...)
+	if err != nil {
+		return "", err
+	}
+	md := rep.Markdown
+	if rf, err := ReadRunFile(runDirs[0]); err == nil && rf.Paper != "" {
+		c, err := paper.Compare(rf.Paper, rep.Rows)
+		if err != nil {
+			return "", err
+		}
+		md += "\n" + c.Markdown()
+		if err := os.WriteFile(filepath.Join(runDirs[0], "report.md"), []byte(md), 0o644); err != nil {
+			return "", err
+		}
+	}
+	return md, nil
+}

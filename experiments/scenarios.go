@@ -1,0 +1,57 @@
+package experiments
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strings"
+
+	"fabric/internal/yamlfile"
+)
+
+// scenarioFS holds the built-in paper scenarios; the binary carries them,
+// so `fabric run hull/table1` works from any directory.
+//
+//go:embed scenarios
+var scenarioFS embed.FS
+
+// DefaultScenario is what `fabric run` runs with no argument (quick).
+const DefaultScenario = "hull/table1"
+
+// Builtins lists the built-in scenario names ("hull/table1", ...).
+func Builtins() []string {
+	var names []string
+	fs.WalkDir(scenarioFS, "scenarios", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".yaml") {
+			names = append(names, strings.TrimSuffix(strings.TrimPrefix(p, "scenarios/"), ".yaml"))
+		}
+		return nil
+	})
+	slices.Sort(names)
+	return names
+}
+
+// Builtin parses the built-in scenario name.
+func Builtin(name string) (*Spec, error) {
+	file := path.Join("scenarios", name+".yaml")
+	data, err := scenarioFS.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("no built-in scenario %q (built-in: %s)", name, strings.Join(Builtins(), ", "))
+	}
+	return Parse("experiments/"+file, data, "")
+}
+
+// Open resolves what `fabric run` is given: a file on disk, else a
+// built-in scenario name.
+func Open(arg string) (*Spec, error) {
+	if st, err := os.Stat(arg); err == nil && !st.IsDir() {
+		return Load(arg)
+	}
+	if slices.Contains(Builtins(), strings.TrimSuffix(arg, ".yaml")) {
+		return Builtin(strings.TrimSuffix(arg, ".yaml"))
+	}
+	return nil, &yamlfile.Error{File: arg, Msg: fmt.Sprintf("no such file, and not a built-in scenario (built-in: %s)", strings.Join(Builtins(), ", "))}
+}

@@ -1,0 +1,138 @@
+package experiments
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"fabric/internal/yamlfile"
+)
+
+// Every built-in scenario parses, in both variants, and its quick variant
+// expands to a sweep short enough for CI.
+func TestBuiltinsParse(t *testing.T) {
+	names := Builtins()
+	want := []string{"hull/dynamic", "hull/pq-sweep", "hull/qos", "hull/static", "hull/table1", "incast/fattree-k4", "permutation/fattree-k4"}
+	if strings.Join(names, ",") != strings.Join(want, ",") {
+		t.Fatalf("built-ins = %v, want %v", names, want)
+	}
+	for _, n := range names {
+		s, err := Builtin(n)
+		if err != nil {
+			t.Fatalf("%s: %v", n, err)
+		}
+		q := s.WithQuick()
+		budget := len(q.Points()) * q.Trials * int(q.Duration.Seconds())
+		if budget > 60 {
+			t.Errorf("%s: quick variant generates %d s of traffic, want <= 60", n, budget)
+		}
+		if len(s.Points()) < len(q.Points()) {
+			t.Errorf("%s: full variant has fewer points than quick", n)
+		}
+		t.Logf("%s: full %d points x %d trials x %v; quick %d points x %d x %v", n,
+			len(s.Points()), s.Trials, s.Duration, len(q.Points()), q.Trials, q.Duration)
+	}
+}
+
+const goodExperiment = `name: t
+lab:
+  name: tlab
+  topology: {kind: star, hosts: 4}
+  links: {rate: 100Mbit}
+schemes:
+  tcp: {cc: cubic, ports: {buffer: 70KB}}
+  dctcp: {cc: dctcp, ports: {marking: {ecn: {threshold: 3KB}}}}
+traffic: {pattern: dynamic, workload: hull_1k_10m, client: h0, servers: rest}
+sweep: {scheme: all, load: [0.2, 0.4]}
+duration: 5s
+measure: {lmm: {switch: s0, from: [eth1], to: eth0}}
+`
+
+func TestSweepExpansion(t *testing.T) {
+	s, err := Parse("good.yaml", []byte(goodExperiment), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range s.Points() {
+		names = append(names, p.Name)
+	}
+	if got := strings.Join(names, " "); got != "tcp_load20 dctcp_load20 tcp_load40 dctcp_load40" {
+		t.Errorf("points = %s", got)
+	}
+	if s.Trials != 1 {
+		t.Errorf("trials default = %d, want 1", s.Trials)
+	}
+	if a, b := TrialSeed(7, "tcp_load20", 1), TrialSeed(7, "tcp_load20", 1); a != b {
+		t.Error("trial seed not reproducible")
+	}
+	if a, b := TrialSeed(7, "tcp_load20", 1), TrialSeed(7, "tcp_load20", 2); a == b {
+		t.Error("trials share a seed")
+	}
+}
+
+// Bad experiment files are rejected with file:line and the field, before
+// anything is built (Parse touches no kernel state).
+func TestBadExperimentsNameFileAndLine(t *testing.T) {
+	cases := []struct {
+		name, from, to string
+		line           int
+		want           string
+	}{
+		{"unknown scheme key", "tcp: {cc: cubic, ports: {buffer: 70KB}}", "tcp: {cc: cubic, colour: red}", 7, `unknown key "colour"`},
+		{"sweep over a missing field", "sweep: {scheme: all, load: [0.2, 0.4]}", "sweep: {scheme: all, load: [0.2], flows: [2]}", 10, `sweep.flows: the dynamic pattern has no field "flows"`},
+		{"sweep over an unknown field", "sweep: {scheme: all, load: [0.2, 0.4]}", "sweep: {scheme: all, rate: [1]}", 10, `unknown key "rate"`},
+		{"load of 1", "load: [0.2, 0.4]", "load: [0.2, 1.0]", 10, "sweep.load[1]: want a fraction"},
+		{"traffic load above 1", "servers: rest}", "servers: rest, load: 1.5}", 9, "traffic.load"},
+		{"unknown scheme in sweep", "scheme: all,", "scheme: [tcp, reno],", 10, `sweep.scheme[1]: no scheme "reno"`},
+		{"unknown cc", "cc: cubic, ports", "cc: vegas, ports", 7, `schemes.tcp.cc: unknown congestion control "vegas"`},
+		{"no such host", "client: h0", "client: h9", 9, `traffic.client: lab tlab has no host "h9"`},
+		{"no such lmm port", "to: eth0}", "to: eth7}", 12, `measure.lmm.to: switch s0 has no interface "eth7"`},
+		{"bad lab inline", "kind: star, hosts: 4", "kind: star, hosts: 1", 4, "lab.topology.hosts"},
+		{"threshold above buffer", "threshold: 3KB", "threshold: 300KB", 8, "schemes.dctcp.ports"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if !strings.Contains(goodExperiment, c.from) {
+				t.Fatalf("test bug: %q not in the good file", c.from)
+			}
+			text := strings.Replace(goodExperiment, c.from, c.to, 1)
+			_, err := Parse("bad.yaml", []byte(text), "")
+			var ye *yamlfile.Error
+			if !errors.As(err, &ye) {
+				t.Fatalf("error %v (%T) is not a *yamlfile.Error", err, err)
+			}
+			if ye.File != "bad.yaml" || ye.Line != c.line || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %q (line %d), want bad.yaml:%d ... %q", err, ye.Line, c.line, c.want)
+			}
+		})
+	}
+}
+
+// A lab given by path is read relative to the experiment file.
+func TestLabByPath(t *testing.T) {
+	dir := t.TempDir()
+	lab := "name: plab\ntopology: {kind: star, hosts: 3}\nlinks: {rate: 100Mbit}\n"
+	if err := os.WriteFile(filepath.Join(dir, "lab.yaml"), []byte(lab), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exp := "name: p\nlab: lab.yaml\nschemes: {tcp: {cc: cubic}}\ntraffic: {pattern: static, client: h1, servers: h0}\nduration: 1s\n"
+	file := filepath.Join(dir, "exp.yaml")
+	if err := os.WriteFile(file, []byte(exp), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.LabSpec.Name != "plab" {
+		t.Errorf("lab = %s", s.LabSpec.Name)
+	}
+	bad := strings.Replace(exp, "lab.yaml", "missing.yaml", 1)
+	os.WriteFile(file, []byte(bad), 0o644)
+	if _, err := Load(file); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
+		t.Errorf("missing lab file: %v", err)
+	}
+}
