@@ -19,8 +19,42 @@
 // file per process, so a host's server and client never share a file.
 //
 // An experiment runner starts a server on every host that receives
-// traffic, then the clients, waits for the clients to exit, and stops the
-// servers with SIGTERM; every role flushes its records and exits 0.
+// traffic, waits for its "server listening" log line, starts the clients
+// (Config.Args gives their command lines), waits for the clients to exit,
+// and stops the servers with SIGTERM; every role flushes its records and
+// exits 0. Clients retry a server that is not listening yet for 10 s.
+//
+// What each role records (types of fabric/internal/records):
+//
+//   - dynamic client: a Flow per response (Src = server, Dst = client,
+//     StartNS = request written, EndNS = last byte read).
+//   - incast aggregator: a Flow per response and a Query per round.
+//   - server: a Flow per long-lived flow when it ends (Size = Bytes =
+//     what arrived), a Sample of its cumulative bytes every 100 ms, and a
+//     Probe per probe packet (kernel receive timestamp, DSCP as received).
+//
+// Host names in records are each endpoint's --host; servers tell clients
+// theirs during the connection handshake, so peers may be given as bare IPs.
+//
+// Busy connections (dynamic): a request goes to a random connection of a
+// random server even if earlier responses on it are still arriving. It is
+// pipelined on the TCP stream and answered after them, as HULL's open-loop
+// generator does, so its completion time includes that wait.
+//
+// ECN: net.ipv4.tcp_ecn is per network namespace. By default the engine
+// leaves it to the lab's per-host sysctls; --ecn on|off makes the engine
+// write it in its own namespace. ECN is negotiated by the connecting side,
+// so set it on clients (servers keep the kernel default 2, which accepts).
+// The engine's TOS byte carries only the DSCP; the kernel sets ECT.
+//
+// Timing: open-loop schedules (dynamic arrivals, probes) sleep with
+// nanosleep on a dedicated thread with real-time priority when permitted,
+// and late requests are sent at once so the rate stays exact. The dynamic
+// client logs how late it was ("dynamic schedule" late_mean, late_max,
+// late_over_1ms_pct); a run on a starved CPU shows there.
+//
+// Records are buffered and flushed once a second and at exit; the traffic
+// path makes no syscalls besides socket I/O and the pacing sleep.
 package endpoint
 
 import (

@@ -142,6 +142,7 @@ func TestPermutation(t *testing.T) {
 		}
 	}
 	t.Logf("%d flows, %d samples; mean per-flow throughput %.2f Mbit/s on 10 Mbit links", len(set.Flows), len(set.Samples), total/float64(len(set.Flows)))
+	t.Logf("sample records:\n%s", sampleLines(t, run, records.FileName(hosts[0]+".server"), 2))
 }
 
 // TestProbe: a 1500-byte packet every 1 ms, each recorded at the receiver
@@ -179,6 +180,7 @@ func TestProbe(t *testing.T) {
 	first, last := set.Probes[0].SendNS, set.Probes[n-1].SendNS
 	t.Logf("%d probes, mean interval %.3f ms, one-way delay min %.1f µs median %.1f µs p99 %.1f µs",
 		n, float64(last-first)/float64(n-1)/1e6, float64(delays[0])/1e3, float64(delays[n/2])/1e3, float64(delays[n*99/100])/1e3)
+	t.Logf("sample records:\n%s", sampleLines(t, run, records.FileName("h1.server"), 2))
 }
 
 // TestDSCPAndECNOnTheWire captures the responses arriving at a dynamic
