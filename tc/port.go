@@ -102,7 +102,7 @@ func (p Port) BufferBytes() units.Size { return p.Buffer.bytesAt(p.MTU) }
 func (p Port) Warnings() []string {
 	var w []string
 	if p.Rate > MeasuredMaxRate {
-		w = append(w, fmt.Sprintf("rate %s is above %s, the highest rate at which one flow filled a shaped hop on the project machine (bench/ports.sh); results at this rate measure the CPU, not the port",
+		w = append(w, fmt.Sprintf("rate %s is above %s, the highest rate at which one flow filled a shaped hop on the project machine (tc BenchmarkSingleFlowMaxRate); results at this rate measure the CPU, not the port",
 			p.Rate, MeasuredMaxRate))
 	}
 	return w

@@ -31,7 +31,7 @@ func apply(t *testing.T, target tc.Target, p tc.Port) {
 // bulkTCP runs one bulk TCP flow from host to rx for d and returns the
 // port's wire rate (qdisc bytes) and the receiver's goodput over the last
 // d−warm, after slow start.
-func bulkTCP(t *testing.T, lab *tctest.Lab, host, rx string, port tc.Target, d, warm time.Duration) (wire, goodput float64) {
+func bulkTCP(t testing.TB, lab *tctest.Lab, host, rx string, port tc.Target, d, warm time.Duration) (wire, goodput float64) {
 	t.Helper()
 	sink := lab.ListenTCP(rx, 5001)
 	ctx, cancel := context.WithTimeout(context.Background(), d)

@@ -1,7 +1,3 @@
-// Package tc gives every port of a lab a datacenter switch queue: an HTB
-// root at the port rate, priority or weighted bands, bfifo buffers, DSCP
-// classification, and eBPF ECN marking (DCTCP threshold, HULL phantom
-// queue). See DESIGN.md "Mechanisms, precisely".
 package tc
 
 import (

@@ -226,7 +226,7 @@ func (r *report) print(w io.Writer) {
 	fmt.Fprintf(w, "dctcp         %s\n", r.DCTCP)
 	fmt.Fprintf(w, "netem         %s\n", yes(r.Qdiscs["netem"], "lab files cannot use delay:"))
 	fmt.Fprintf(w, "docker        %s\n", yes(r.Docker, r.DockerErr))
-	fmt.Fprintf(w, "max rate      %s (one TCP flow ≥ 90%% through a shaped hop, measured; see bench/ports.sh)\n", r.MaxRate)
+	fmt.Fprintf(w, "max rate      %s (one TCP flow ≥ 90%% through a shaped hop, measured; tc BenchmarkSingleFlowMaxRate)\n", r.MaxRate)
 	fmt.Fprintln(w, "\nneeds:")
 	// One line per feature: the first setting that needs it, and how many
 	// more do.
