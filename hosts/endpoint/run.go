@@ -3,8 +3,10 @@ package endpoint
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"fabric/hosts/cc"
 	"fabric/internal/records"
 )
 
@@ -24,8 +26,16 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.ECN.apply(); err != nil {
 		return err
 	}
-	if err := CheckCC(cfg.CC); err != nil {
-		return err
+	if cfg.CC != "" {
+		// Ensure holds the congestion control for this process's life:
+		// on kernels without tcp_dctcp it registers (or shares) fabric's
+		// BPF DCTCP, so "--cc dctcp" works wherever the lab runs.
+		release, info, err := cc.Ensure(ctx, cfg.CC)
+		if err != nil {
+			return fmt.Errorf("congestion control %q: %w", cfg.CC, err)
+		}
+		defer release()
+		cfg.Log.Debug("congestion control", "cc", info.String())
 	}
 	// One file per process: a host's server and its clients append to
 	// different files, so their buffered writes never interleave.

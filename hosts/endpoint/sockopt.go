@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"slices"
 	"strings"
 	"syscall"
 
@@ -17,28 +16,6 @@ const (
 	allowedCCFile   = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
 	tcpECNFile      = "/proc/sys/net/ipv4/tcp_ecn" // per network namespace
 )
-
-// CheckCC fails with a clear message when the kernel has no congestion
-// control named cc. BPF struct_ops algorithms (the DCTCP of hosts/cc)
-// appear in the list once they are registered.
-func CheckCC(cc string) error {
-	if cc == "" {
-		return nil
-	}
-	b, err := os.ReadFile(availableCCFile)
-	if err != nil {
-		return fmt.Errorf("congestion control %q: %w", cc, err)
-	}
-	avail := strings.Fields(string(b))
-	if !slices.Contains(avail, cc) {
-		hint := ""
-		if cc == "dctcp" {
-			hint = "; this kernel has no tcp_dctcp, register the BPF DCTCP of hosts/cc first"
-		}
-		return fmt.Errorf("congestion control %q is not available on this kernel (available: %s)%s", cc, strings.Join(avail, " "), hint)
-	}
-	return nil
-}
 
 // setCC sets TCP_CONGESTION on fd and explains the kernel's refusal.
 func setCC(fd int, cc string) error {
