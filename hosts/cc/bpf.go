@@ -215,3 +215,38 @@ func structOpsMapID(l link.Link) (ebpf.MapID, error) {
 	}
 	return ebpf.MapID(*(*uint32)(unsafe.Pointer(&info[16]))), nil
 }
+
+// repairsMapName is the map in which bpf/dctcp.bpf.c counts the values it
+// repaired after the kernel lost a callback's return value (see the comment
+// above repair() there, and README.md).
+const repairsMapName = dctcpMapDctcpRepairs
+
+// KernelBugRepairs sums, over every fabric DCTCP registration alive on this
+// machine, how many windows or thresholds the BPF program had to put back
+// because the kernel lost a callback's return value. Zero on kernels
+// without the bug (and when the kernel's own dctcp is in use).
+func KernelBugRepairs() (uint64, error) {
+	var total uint64
+	for id := ebpf.MapID(0); ; {
+		next, err := ebpf.MapGetNextID(id)
+		if errors.Is(err, os.ErrNotExist) {
+			return total, nil
+		}
+		if err != nil {
+			return total, fmt.Errorf("listing BPF maps: %w", err)
+		}
+		id = next
+		m, err := ebpf.NewMapFromID(id)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		info, err := m.Info()
+		if err == nil && info.Name == repairsMapName {
+			var n uint64
+			if err := m.Lookup(uint32(0), &n); err == nil {
+				total += n
+			}
+		}
+		m.Close()
+	}
+}

@@ -16,6 +16,7 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	dctcpMapDctcpRepairs           = "dctcp_repairs"
 	dctcpMapFabricDctcp            = "fabric_dctcp"
 	dctcpProgFabricDctcpCongAvoid  = "fabric_dctcp_cong_avoid"
 	dctcpProgFabricDctcpCwndEvent  = "fabric_dctcp_cwnd_event"
@@ -81,7 +82,8 @@ type dctcpProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type dctcpMapSpecs struct {
-	FabricDctcp *ebpf.MapSpec `ebpf:"fabric_dctcp"`
+	DctcpRepairs *ebpf.MapSpec `ebpf:"dctcp_repairs"`
+	FabricDctcp  *ebpf.MapSpec `ebpf:"fabric_dctcp"`
 }
 
 // dctcpVariableSpecs contains global variables before they are loaded into the kernel.
@@ -110,11 +112,13 @@ func (o *dctcpObjects) Close() error {
 //
 // It can be passed to loadDctcpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type dctcpMaps struct {
-	FabricDctcp *ebpf.Map `ebpf:"fabric_dctcp"`
+	DctcpRepairs *ebpf.Map `ebpf:"dctcp_repairs"`
+	FabricDctcp  *ebpf.Map `ebpf:"fabric_dctcp"`
 }
 
 func (m *dctcpMaps) Close() error {
 	return _DctcpClose(
+		m.DctcpRepairs,
 		m.FabricDctcp,
 	)
 }

@@ -44,6 +44,7 @@ struct dctcp {
 	__u32 marked_bytes;  /* ... by ACKs that carried ECE */
 	__u32 prior_rcv_nxt; /* receiver: rcv_nxt after the previous segment */
 	__u32 ce;            /* receiver: CE state of the previous segment */
+	__u32 last_cwnd;     /* last window known good, see repair() */
 };
 
 static __always_inline struct tcp_sock *tcp_of(struct sock *sk)
@@ -81,44 +82,85 @@ void BPF_PROG(fabric_dctcp_init, struct sock *sk)
 	ca->prior_snd_una = tp->snd_una;
 	ca->prior_rcv_nxt = tp->rcv_nxt;
 	ca->ce = 0;
+	ca->last_cwnd = tp->snd_cwnd;
 	start_window(ca, tp);
 }
 
 /*
- * repair works around a kernel bug seen on Linux 6.18 with the SRSO "Safe
- * RET" mitigation: now and then a struct_ops call (undo_cwnd, ssthresh)
- * returns the address srso_return_thunk+5 instead of our program's result
- * (the program's run count does not move), and the kernel stores its low
- * 32 bits as the window or the threshold (tcp_snd_cwnd_set warns,
- * "(int)val <= 0"). Kernel text lives at 0xffffffff8xxxxxxx, so such a value
- * always has bit 31 set, which no real window or threshold has
- * (TCP_INFINITE_SSTHRESH is 0x7fffffff). This puts back
- * what our callbacks would have returned, computed from prior_cwnd, the
- * window the kernel saved when the reduction began. It runs in set_state,
- * which the kernel calls right after ssthresh() when a reduction starts and
- * after most undos, and again on every ACK and window event, so a bad value
- * rarely lives long enough for the stack to send with it. Measured: samples
- * of TCP_INFO every 5 ms over 7 s of a fully marked flow showed garbage in
- * 154 of 1400 before, 1 after. See hosts/cc/README.md.
+ * Working around a kernel bug.
+ *
+ * On Linux 6.18 with the SRSO "Safe RET" mitigation, a struct_ops call that
+ * returns a value (undo_cwnd, ssthresh) now and then returns the address
+ * srso_return_thunk+5 instead of our program's result: the program's run
+ * count does not move, and the kernel stores the low 32 bits as the window
+ * or the threshold (tcp_snd_cwnd_set warns, "(int)val <= 0"). The kernel
+ * then derives more values from it: prior_cwnd, PRR's window. Left alone, a
+ * flow sends a burst of hundreds of packets and can stay stuck with a
+ * standing queue. Reno as a 10-line BPF program suffers the same (measured:
+ * 349 KB mean backlog where the kernel's own Reno keeps 5.6 KB).
+ *
+ * No real window is above 2^20 segments (1.5 GB; Linux windows stop at
+ * 1 GB), while the garbage and anything the kernel derives from it within a
+ * few steps are far above. So every callback validates the window and the
+ * threshold, remembers the last good window, and puts sane values back
+ * before the stack can send with bad ones. See hosts/cc/README.md.
  */
+#define SANE_CWND_MAX (1U << 20)
+
+/* How many values repair() put back, across all sockets: Go reads it
+ * (cc.KernelBugRepairs) so that a run can say how often the bug struck. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} dctcp_repairs SEC(".maps");
+
+static __always_inline void count_repair(void)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&dctcp_repairs, &zero);
+
+	if (n)
+		__sync_fetch_and_add(n, 1);
+}
+#define TCP_INFINITE_SSTHRESH 0x7fffffff
+
+static __always_inline int sane(__u32 v)
+{
+	return v > 0 && v <= SANE_CWND_MAX;
+}
+
+/* The window when the current reduction began: the kernel's prior_cwnd,
+ * unless that is itself a casualty of the bug. */
+static __always_inline __u32 prior_window(struct tcp_sock *tp, struct dctcp *ca)
+{
+	__u32 prior = tp->prior_cwnd;
+
+	if (!sane(prior))
+		prior = ca->last_cwnd;
+	return prior < DCTCP_MIN_CWND ? DCTCP_MIN_CWND : prior;
+}
+
 static __always_inline void repair(struct tcp_sock *tp, struct dctcp *ca)
 {
-	__u32 prior = tp->prior_cwnd > DCTCP_MIN_CWND ? tp->prior_cwnd : DCTCP_MIN_CWND;
+	__u32 ss = tp->snd_ssthresh;
 
-	if ((__s32)tp->snd_ssthresh < 0) {
-		/* A lost ssthresh(): the reduction it started went on from a
-		 * garbage target, so the window is garbage too. */
-		__u32 ss = dctcp_reduced_cwnd(prior, ca->alpha);
-
+	if (!sane(ss) && ss != TCP_INFINITE_SSTHRESH) {
+		/* A lost ssthresh(): the reduction went on towards a garbage
+		 * target, so the window may be garbage too. */
+		ss = dctcp_reduced_cwnd(prior_window(tp, ca), ca->alpha);
 		tp->snd_ssthresh = ss;
-		if (tp->snd_cwnd > prior || (__s32)tp->snd_cwnd <= 0)
+		count_repair();
+		if (!sane(tp->snd_cwnd) || tp->snd_cwnd > ss)
 			tp->snd_cwnd = ss;
 	}
-	if ((__s32)tp->snd_cwnd <= 0) {
-		/* A lost undo_cwnd(): undo restores the window from before
-		 * the reduction. */
-		tp->snd_cwnd = prior;
+	if (!sane(tp->snd_cwnd)) {
+		/* A lost undo_cwnd(): undo restores the earlier window. */
+		tp->snd_cwnd = prior_window(tp, ca);
+		count_repair();
 	}
+	ca->last_cwnd = tp->snd_cwnd;
 }
 
 SEC("struct_ops/fabric_dctcp_in_ack_event")
@@ -160,14 +202,40 @@ void BPF_PROG(fabric_dctcp_set_state, struct sock *sk, __u8 new_state)
 {
 	struct tcp_sock *tp = tcp_of(sk);
 	struct dctcp *ca = state_of(sk);
+	__u32 prior;
 
 	repair(tp, ca);
-	/* The stack called ssthresh() just before entering Recovery or Loss,
-	 * which cut by α/2. Loss is not ECN: halve the window the flow had
-	 * when this reduction began (prior_cwnd, saved by the kernel). */
-	if (new_state == bpf_core_enum_value(enum tcp_ca_state, TCP_CA_Recovery) ||
-	    new_state == bpf_core_enum_value(enum tcp_ca_state, TCP_CA_Loss))
-		tp->snd_ssthresh = dctcp_loss_cwnd(tp->prior_cwnd);
+	/* The kernel saved the window in prior_cwnd when this reduction
+	 * began, just before calling ssthresh() and then this. */
+	prior = prior_window(tp, ca);
+	/* Set the reduction's target here as well as in ssthresh(): a void
+	 * callback is not subject to the lost return values repair() is
+	 * about, and the kernel calls this right after ssthresh(), before
+	 * anything is sent. ECN (CWR) cuts by α/2; loss is not ECN and halves
+	 * as conventional TCP does. */
+	if (new_state == bpf_core_enum_value(enum tcp_ca_state, TCP_CA_CWR))
+		tp->snd_ssthresh = dctcp_reduced_cwnd(prior, ca->alpha);
+	else if (new_state == bpf_core_enum_value(enum tcp_ca_state, TCP_CA_Recovery) ||
+		 new_state == bpf_core_enum_value(enum tcp_ca_state, TCP_CA_Loss))
+		tp->snd_ssthresh = dctcp_loss_cwnd(prior);
+}
+
+/*
+ * keep_window_at_flight runs when a window reduction ends, after the kernel
+ * has set cwnd to ssthresh. If more than that is still in flight (the
+ * reduction was cut short, or a burst from a lost return value above put
+ * it there), cwnd below the flight sends nothing and cures nothing; worse,
+ * the next reduction then starts from prior_cwnd = cwnd, and proportional
+ * rate reduction with ssthresh = prior_cwnd = 2 sends one packet per packet
+ * acknowledged, so the flight, and the switch queue, never shrink. Keeping
+ * cwnd at the flight lets the next reduction cut the flight itself.
+ */
+static __always_inline void keep_window_at_flight(struct tcp_sock *tp)
+{
+	__u32 flight = tp->packets_out - tp->sacked_out - tp->lost_out + tp->retrans_out;
+
+	if (sane(flight) && flight > tp->snd_cwnd)
+		tp->snd_cwnd = flight;
 }
 
 static __always_inline void echo_ce(struct tcp_sock *tp, __u32 ce)
@@ -187,6 +255,10 @@ void BPF_PROG(fabric_dctcp_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 	__u32 ce;
 
 	repair(tp, ca);
+	if (ev == bpf_core_enum_value(enum tcp_ca_event, CA_EVENT_COMPLETE_CWR)) {
+		keep_window_at_flight(tp);
+		return;
+	}
 	if (ev == bpf_core_enum_value(enum tcp_ca_event, CA_EVENT_ECN_IS_CE))
 		ce = 1;
 	else if (ev == bpf_core_enum_value(enum tcp_ca_event, CA_EVENT_ECN_NO_CE))

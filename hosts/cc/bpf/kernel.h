@@ -41,12 +41,17 @@ struct tcp_sock {
 	__u32 snd_cwnd;
 	__u32 snd_ssthresh;
 	__u32 prior_cwnd;
+	__u32 packets_out;
+	__u32 sacked_out;
+	__u32 lost_out;
+	__u32 retrans_out;
 	__u8 ecn_flags;
 } __attribute__((preserve_access_index));
 
 /* Enum values come from the kernel's BTF at load time
  * (bpf_core_enum_value), so only the names are needed here. */
 enum tcp_ca_event {
+	CA_EVENT_COMPLETE_CWR = 2,
 	CA_EVENT_ECN_NO_CE = 4,
 	CA_EVENT_ECN_IS_CE = 5,
 };
@@ -56,6 +61,7 @@ enum tcp_ca_ack_event_flags {
 };
 
 enum tcp_ca_state {
+	TCP_CA_CWR = 2,
 	TCP_CA_Recovery = 3,
 	TCP_CA_Loss = 4,
 };
@@ -79,6 +85,11 @@ struct tcp_congestion_ops {
 	void (*init)(struct sock *sk);
 	char name[16];
 	__u32 flags;
+};
+
+/* UAPI value (linux/bpf.h is not included: its types clash with ours). */
+enum bpf_map_type {
+	BPF_MAP_TYPE_ARRAY = 2,
 };
 
 /* #defines in include/net/tcp.h, so not in BTF. Stable since Linux 4.x. */
