@@ -170,15 +170,19 @@ func TestWeightedClasses(t *testing.T) {
 	testenv.RequireRoot(t)
 	lab := tctest.NewStar(t, "a", "b", "rx")
 	port := lab.Egress("rx")
-	apply(t, port, resolve(t, tc.PortSpec{Queues: &tc.QueuesSpec{Weights: []int{3, 1}}}, 100*units.Mbit))
+	// A 1 MB buffer per class (over 100 ms at its share) keeps both
+	// classes backlogged through a sender's scheduling stall, so the split
+	// measures the scheduler, not the senders.
+	buf := tc.Buffer{Bytes: units.MB}
+	apply(t, port, resolve(t, tc.PortSpec{Buffer: &buf, Queues: &tc.QueuesSpec{Weights: []int{3, 1}}}, 100*units.Mbit))
 	sink := lab.ListenUDP("rx", 6000)
 	dst := netip.AddrPortFrom(lab.Addr("rx"), 6000)
-	a := tctest.UDPStream{From: "a", To: dst, Rate: 100 * mbit, Size: 1514, TOS: 0xe0, Flow: 0, Duration: 4 * time.Second}
+	a := tctest.UDPStream{From: "a", To: dst, Rate: 110 * mbit, Size: 1514, TOS: 0xe0, Flow: 0, Duration: 4 * time.Second}
 	b := a
 	b.From, b.TOS, b.Flow = "b", 0, 1
 	sendAll(t, lab, a, b)
 	time.Sleep(100 * time.Millisecond)
-	// Count what arrived in the middle 3 s, after the queues filled.
+	// Count what arrived in the 3 s after the first 0.5 s (the queues fill).
 	got := sink.Received()
 	if len(got) == 0 {
 		t.Fatal("nothing arrived")
