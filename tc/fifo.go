@@ -2,8 +2,10 @@ package tc
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
@@ -29,6 +31,20 @@ func (f fifoLeaf) kind() string {
 // we encode struct tc_fifo_qopt { __u32 limit; } ourselves and make the
 // kernel prove it took it (NLM_F_ECHO returns the new qdisc as dumped).
 func (c *nsConn) replaceFifo(f fifoLeaf) error {
+	err := c.sendFifo(f)
+	if errors.Is(err, unix.EINVAL) {
+		// The kernel will not change a qdisc's kind in place (bfifo ↔ pfifo
+		// when a buffer switches between bytes and packets): delete the old
+		// leaf, which HTB replaces by a default fifo meanwhile, and retry.
+		old := &netlink.GenericQdisc{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: f.ifindex, Handle: f.handle, Parent: f.parent}}
+		if c.h.QdiscDel(old) == nil {
+			err = c.sendFifo(f)
+		}
+	}
+	return err
+}
+
+func (c *nsConn) sendFifo(f fifoLeaf) error {
 	req := c.request(unix.RTM_NEWQDISC, unix.NLM_F_CREATE|unix.NLM_F_REPLACE|unix.NLM_F_ACK|unix.NLM_F_ECHO)
 	req.AddData(&nl.TcMsg{Family: nl.FAMILY_ALL, Ifindex: int32(f.ifindex), Handle: f.handle, Parent: f.parent})
 	req.AddData(nl.NewRtAttr(nl.TCA_KIND, nl.ZeroTerminated(f.kind())))

@@ -25,14 +25,22 @@ func openNS(path string) (*nsConn, error) {
 		return nil, fmt.Errorf("open namespace %s: %w", path, err)
 	}
 	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	c, err := openNSHandle(ns)
 	if err != nil {
 		return nil, fmt.Errorf("netlink in %s: %w", path, err)
+	}
+	return c, nil
+}
+
+func openNSHandle(ns netns.NsHandle) (*nsConn, error) {
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, err
 	}
 	s, err := nl.GetNetlinkSocketAt(ns, netns.None(), unix.NETLINK_ROUTE)
 	if err != nil {
 		h.Close()
-		return nil, fmt.Errorf("netlink in %s: %w", path, err)
+		return nil, err
 	}
 	return &nsConn{h: h, raw: &nl.SocketHandle{Socket: s}}, nil
 }

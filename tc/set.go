@@ -258,5 +258,20 @@ func setBuffer(t Target, b Buffer) error {
 	if n == 0 {
 		return fmt.Errorf("port %s: no fabric fifo found", t)
 	}
-	return nil
+	// The ECN marker predicts drops with the buffer.
+	maps, err := openLabMaps(t.Lab)
+	if err != nil {
+		return nil // no markers in this lab
+	}
+	defer maps.close(t.Lab)
+	k, err := portKey(c, link.Attrs().Index, dirEgress)
+	if err != nil {
+		return err
+	}
+	var cfg portPortCfg
+	if maps.cfg.Lookup(&k, &cfg) != nil || cfg.Marker != markECN {
+		return nil
+	}
+	cfg.Cap = Port{MTU: mtu, Buffer: b}.markerCap()
+	return maps.cfg.Update(&k, &cfg, ebpf.UpdateExist)
 }
