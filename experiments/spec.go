@@ -429,7 +429,9 @@ func (s *Spec) labFor(sc Scheme, name string) *emu.Spec {
 	for k, v := range s.LabSpec.Hosts.Sysctls {
 		sys[k] = v
 	}
-	if sc.CC != "" {
+	// Only for those: outside the initial namespace Linux lets the default
+	// be set only to a congestion control in tcp_allowed_congestion_control.
+	if needsECN(sc.CC) {
 		sys["net.ipv4.tcp_congestion_control"] = sc.CC
 	}
 	l.Hosts.Sysctls = sys
@@ -457,6 +459,10 @@ func mergePorts(base, top tc.PortsSpec) tc.PortsSpec {
 	out.Overrides = merge(base.Overrides, top.Overrides)
 	return out
 }
+
+// needsECN says whether a congestion control is DCTCP-like (it relies on
+// ECN marks and sends its SYN as ECT).
+func needsECN(cc string) bool { return cc == "dctcp" || cc == "fabric_dctcp" }
 
 // host checks that name is a host of the lab.
 func (s *Spec) host(path, name string) error {

@@ -65,10 +65,10 @@ func TestSweepExpansion(t *testing.T) {
 	if s.Trials != 1 {
 		t.Errorf("trials default = %d, want 1", s.Trials)
 	}
-	if a, b := TrialSeed(7, "tcp_load20", 1), TrialSeed(7, "tcp_load20", 1); a != b {
+	if a, b := TrialSeed(7, "load20", 1), TrialSeed(7, "load20", 1); a != b {
 		t.Error("trial seed not reproducible")
 	}
-	if a, b := TrialSeed(7, "tcp_load20", 1), TrialSeed(7, "tcp_load20", 2); a == b {
+	if a, b := TrialSeed(7, "load20", 1), TrialSeed(7, "load20", 2); a == b {
 		t.Error("trials share a seed")
 	}
 }

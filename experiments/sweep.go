@@ -19,6 +19,11 @@ type Point struct {
 	Senders int        `json:"senders,omitempty"`
 	Flows   int        `json:"flows,omitempty"`
 	Size    units.Size `json:"size,omitempty"`
+	// Traffic names the point's traffic without the scheme: every scheme
+	// at the same traffic values and trial number gets the same seed, so
+	// schemes are compared on the same flow sizes and arrival times
+	// (common random numbers), not on different draws.
+	Traffic string `json:"traffic"`
 }
 
 // Points expands the sweep: scheme × load × senders × flows × size, in
@@ -41,7 +46,7 @@ func (s *Spec) Points() []Point {
 				for _, sz := range sizes {
 					for _, sc := range schemes {
 						p := Point{Index: len(out), Scheme: sc, Load: l, Senders: n, Flows: fl, Size: sz}
-						p.Name = p.name(s)
+						p.Name, p.Traffic = p.name(s)
 						out = append(out, p)
 					}
 				}
@@ -58,9 +63,10 @@ func orOne[T any](list []T, v T) []T {
 	return []T{v}
 }
 
-// name is "scheme" plus every swept value: dctcp-30k_load40_n8.
-func (p Point) name(s *Spec) string {
-	parts := []string{p.Scheme}
+// name is "scheme" plus every swept value: dctcp-30k_load40_n8; traffic
+// is the swept values alone (load40_n8, or "base" when only schemes vary).
+func (p Point) name(s *Spec) (name, traffic string) {
+	var parts []string
 	w := s.Sweep
 	if len(w.Load) > 0 {
 		parts = append(parts, "load"+strconv.FormatFloat(p.Load*100, 'f', -1, 64))
@@ -74,15 +80,20 @@ func (p Point) name(s *Spec) string {
 	if len(w.Size) > 0 {
 		parts = append(parts, "size"+strings.ReplaceAll(p.Size.String(), ".", "_"))
 	}
-	return strings.Join(parts, "_")
+	traffic = strings.Join(parts, "_")
+	if traffic == "" {
+		return p.Scheme, "base"
+	}
+	return p.Scheme + "_" + traffic, traffic
 }
 
-// TrialSeed derives a trial's seed from the run's base seed, the point and
-// the trial number, so that every trial draws differently but a rerun with
-// the same base seed draws exactly the same sizes and arrivals.
-func TrialSeed(base uint64, point string, trial int) uint64 {
+// TrialSeed derives a trial's seed from the run's base seed, the point's
+// traffic (Point.Traffic) and the trial number, so that every trial draws
+// differently, every scheme of a trial draws the same, and a rerun with the
+// same base seed draws exactly the same sizes and arrivals.
+func TrialSeed(base uint64, traffic string, trial int) uint64 {
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%d/%s/%d", base, point, trial)
+	fmt.Fprintf(h, "%d/%s/%d", base, traffic, trial)
 	seed := h.Sum64()
 	if seed == 0 { // the endpoint treats 0 as "unset"
 		seed = 1

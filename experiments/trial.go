@@ -68,7 +68,7 @@ type proc struct {
 func (r *runner) trial(ctx context.Context, p Point, n int, dir string) (fid *FidelityRecord, err error) {
 	spec := r.spec
 	scheme := spec.Schemes[p.Scheme]
-	seed := TrialSeed(r.run.Seed, p.Name, n)
+	seed := TrialSeed(r.run.Seed, p.Traffic, n)
 	for _, d := range []string{dir, filepath.Join(dir, "logs"), filepath.Join(dir, "lmm"), filepath.Join(dir, "captures")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
@@ -80,7 +80,7 @@ func (r *runner) trial(ctx context.Context, p Point, n int, dir string) (fid *Fi
 
 	// A congestion control the kernel lacks (dctcp here) is registered as
 	// BPF struct_ops for the trial and released after it.
-	if scheme.CC == "dctcp" || scheme.CC == "fabric_dctcp" {
+	if needsECN(scheme.CC) {
 		release, _, err := cc.Ensure(ctx, scheme.CC)
 		if err != nil {
 			return nil, fmt.Errorf("congestion control %s: %w", scheme.CC, err)
@@ -369,7 +369,7 @@ func (r *runner) plan(lab *emu.Lab, p Point, scheme Scheme, seed uint64, dir str
 		return out
 	}
 	ecn := endpoint.ECNOff
-	if scheme.ECN.On(scheme.CC == "dctcp" || scheme.CC == "fabric_dctcp") {
+	if scheme.ECN.On(needsECN(scheme.CC)) {
 		ecn = endpoint.ECNOn
 	}
 	base := func(pattern endpoint.Pattern, host string) endpoint.Config {

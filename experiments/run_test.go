@@ -1,0 +1,358 @@
+package experiments
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"fabric/hosts"
+	"fabric/hosts/endpoint"
+	"fabric/internal/testenv"
+	"fabric/results/report"
+)
+
+// The privileged tests run real experiments: real labs, endpoints as
+// processes in the host namespaces, captures and the LMM. The endpoints are
+// this test binary re-executed as `fabric endpoint` (hosts.StartFabric runs
+// $FABRIC_BINARY), and the interrupt test runs a whole sweep in a child
+// process that it then stops with SIGINT.
+
+const childEnv = "FABRIC_EXPERIMENTS_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" && len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "endpoint":
+			os.Exit(endpointChild(os.Args[2:]))
+		case "run":
+			os.Exit(runChild(os.Args[2:]))
+		}
+	}
+	if exe, err := os.Executable(); err == nil {
+		os.Setenv(hosts.EnvFabricBinary, exe)
+		os.Setenv(childEnv, "1")
+	}
+	os.Exit(m.Run())
+}
+
+// endpointChild is `fabric endpoint`, minus cobra.
+func endpointChild(args []string) int {
+	cfg, err := endpoint.ParseArgs(args)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "endpoint:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := endpoint.Run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "endpoint:", err)
+		return 1
+	}
+	return 0
+}
+
+// runChild is `fabric run FILE --out OUT` with a lab prefix: Ctrl-C (SIGINT)
+// cancels the run exactly as in the command.
+func runChild(args []string) int {
+	file, out, prefix := args[0], args[1], args[2]
+	spec, err := Load(file)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	_, err = Run(ctx, spec, Options{Out: out, LabPrefix: prefix, Seed: 3, Progress: os.Stderr})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "run:", err)
+		if errors.Is(err, ErrInterrupted) {
+			return 130
+		}
+		return 1
+	}
+	return 0
+}
+
+// testPrefix makes this process's lab names unique among concurrent tests.
+func testPrefix(tag string) string { return fmt.Sprintf("t7%s%d", tag, os.Getpid()%1000) }
+
+// labLeftovers lists namespaces and lab state directories of labs whose
+// name starts with prefix.
+func labLeftovers(t *testing.T, prefix string) []string {
+	t.Helper()
+	var left []string
+	for _, pat := range []string{"/run/netns/fab." + prefix + "*", "/run/fabric/" + prefix + "*"} {
+		m, _ := filepath.Glob(pat)
+		left = append(left, m...)
+	}
+	return left
+}
+
+// runQuick runs a built-in scenario's quick variant into a temp dir.
+func runQuick(t *testing.T, name string) *Result {
+	t.Helper()
+	spec, err := Builtin(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec = spec.WithQuick()
+	prefix := testPrefix("q")
+	t.Cleanup(func() {
+		if left := labLeftovers(t, prefix); len(left) > 0 {
+			t.Errorf("lab resources left behind: %v", left)
+		}
+	})
+	var progress bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	res, err := Run(ctx, spec, Options{Out: t.TempDir(), LabPrefix: prefix, Seed: 1, Progress: &progress})
+	t.Logf("%s quick: %v\n%s", name, time.Since(t0).Round(time.Second), progress.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"summary.csv", "report.md", "run.json"} {
+		if st, err := os.Stat(filepath.Join(res.Dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	rows := readCSV(t, filepath.Join(res.Dir, "summary.csv"))
+	if want := len(spec.Points()) * spec.Trials; len(rows) != want+1 {
+		t.Errorf("summary.csv has %d trial rows, want %d", len(rows)-1, want)
+	}
+	for _, tr := range res.Trials {
+		if _, err := os.Stat(filepath.Join(tr.Dir, completeMarker)); err != nil {
+			t.Errorf("trial %s not marked complete", tr.Dir)
+		}
+		for _, f := range []string{"meta.json", "fidelity.json", "cpu.csv"} {
+			if _, err := os.Stat(filepath.Join(tr.Dir, f)); err != nil {
+				t.Errorf("trial %s: %v", tr.Dir, err)
+			}
+		}
+	}
+	t.Logf("%s quick report:\n%s", name, res.Report.Markdown)
+	return res
+}
+
+func readCSV(t *testing.T, path string) [][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+// row finds a scheme's row (at load, for swept loads) in the report.
+func row(t *testing.T, res *Result, scheme string, load float64) report.Row {
+	t.Helper()
+	for _, r := range res.Report.Rows {
+		if r.Scheme == scheme && math.Abs(r.Load-load) < 1e-9 {
+			return r
+		}
+	}
+	t.Fatalf("no report row for %s at load %v", scheme, load)
+	return report.Row{}
+}
+
+// HULL Table 1's ordering: DCTCP-30K's mean switch latency is below TCP
+// drop-tail's (the paper: 153.9 µs against 1100.6 µs at 1 Gbit/s).
+func TestQuickHULLTable1(t *testing.T) {
+	testenv.RequireRoot(t)
+	res := runQuick(t, "hull/table1")
+	tcp, dctcp := row(t, res, "tcp-droptail", 0), row(t, res, "dctcp-30k", 0)
+	t.Logf("mean switch latency: tcp-droptail %.1f µs, dctcp-30k %.1f µs (99th %.1f / %.1f)", tcp.LatAvg, dctcp.LatAvg, tcp.LatP99, dctcp.LatP99)
+	if !(dctcp.LatAvg < tcp.LatAvg) {
+		t.Errorf("DCTCP-30K mean switch latency %.1f µs is not below TCP drop-tail's %.1f µs", dctcp.LatAvg, tcp.LatAvg)
+	}
+	if res.Paper == nil || len(res.Paper.Rows) != 2 {
+		t.Errorf("no Table 1 comparison in the report")
+	}
+}
+
+// HULL Table 4's ordering at 40% load: the PQ's mean switch latency is below
+// DCTCP-30K's (the paper: 7.0 µs against 78.3 µs).
+func TestQuickHULLDynamic(t *testing.T) {
+	testenv.RequireRoot(t)
+	res := runQuick(t, "hull/dynamic")
+	dctcp, pq := row(t, res, "dctcp-30k", 0.4), row(t, res, "dctcp-pq950-pacer", 0.4)
+	t.Logf("40%% load mean switch latency: dctcp-30k %.1f µs, dctcp-pq950-pacer %.1f µs", dctcp.LatAvg, pq.LatAvg)
+	if !(pq.LatAvg < dctcp.LatAvg) {
+		t.Errorf("PQ mean switch latency %.1f µs is not below DCTCP-30K's %.1f µs", pq.LatAvg, dctcp.LatAvg)
+	}
+}
+
+// The other built-in scenarios' quick variants run end to end and report.
+func TestQuickOtherScenarios(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, name := range []string{"hull/pq-sweep", "hull/static", "hull/qos", "incast/fattree-k4", "permutation/fattree-k4"} {
+		t.Run(strings.ReplaceAll(name, "/", "-"), func(t *testing.T) {
+			res := runQuick(t, name)
+			switch {
+			case strings.HasPrefix(name, "incast"):
+				for _, r := range res.Report.Rows {
+					if math.IsNaN(r.QCTAvg) || r.QCTAvg <= 0 {
+						t.Errorf("%s: no query completion times", r.Scheme)
+					}
+				}
+			case strings.HasPrefix(name, "permutation"):
+				for _, r := range res.Report.Rows {
+					// Per-flow ECMP collisions: the mean is below line rate
+					// but every flow moved data.
+					if !(r.TputFraction > 0 && r.TputFraction < 1) {
+						t.Errorf("%s: throughput fraction of ideal %v", r.Scheme, r.TputFraction)
+					}
+				}
+			default:
+				for _, r := range res.Report.Rows {
+					if math.IsNaN(r.LatAvg) {
+						t.Errorf("%s: no switch latency", r.Scheme)
+					}
+				}
+			}
+		})
+	}
+}
+
+const interruptExperiment = `name: interrupt
+lab:
+  name: intr
+  topology: {kind: star, hosts: 3}
+  links: {rate: 100Mbit}
+schemes:
+  tcp: {cc: cubic, ports: {buffer: 70KB}}
+  dctcp: {cc: dctcp, ports: {buffer: 70KB, marking: {ecn: {threshold: 3KB}}}}
+traffic: {pattern: static, client: [h1, h2], servers: h0}
+duration: 3s
+measure: {lmm: {switch: s0, from: [eth1, eth2], to: eth0}}
+`
+
+// SIGINT in the middle of the second trial: the process exits, its lab is
+// gone (no namespaces, no state), the trial is marked incomplete, and
+// --resume runs only what is missing and completes the run.
+func TestInterruptAndResume(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "interrupt.yaml")
+	if err := os.WriteFile(file, []byte(interruptExperiment), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "runs")
+	prefix := testPrefix("i")
+	t.Cleanup(func() {
+		if left := labLeftovers(t, prefix); len(left) > 0 {
+			t.Errorf("lab resources left behind: %v", left)
+		}
+	})
+	var stderr syncBuffer
+	cmd := exec.Command(os.Args[0], "run", file, out, prefix)
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill() // our own child, by PID
+			<-done
+		}
+	})
+	// Wait until the second trial's traffic runs, then interrupt.
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(stderr.String(), "[2/2]") {
+		if time.Now().After(deadline) {
+			t.Fatalf("second trial never started:\n%s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if left := labLeftovers(t, prefix); len(left) == 0 {
+		t.Fatalf("no lab running mid-trial (test timing):\n%s", stderr.String())
+	}
+	cmd.Process.Signal(os.Interrupt)
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("run did not stop within 30 s of SIGINT:\n%s", stderr.String())
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("interrupted run exited with %v, want 130:\n%s", err, stderr.String())
+	}
+	if left := labLeftovers(t, prefix); len(left) > 0 {
+		t.Fatalf("SIGINT left lab resources: %v", left)
+	}
+	runs, _ := filepath.Glob(filepath.Join(out, "interrupt", "*"))
+	if len(runs) != 1 {
+		t.Fatalf("run directories: %v", runs)
+	}
+	runDir := runs[0]
+	if _, err := os.Stat(filepath.Join(runDir, "dctcp", "trial-1", incompleteMarker)); err != nil {
+		t.Errorf("interrupted trial not marked incomplete: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(runDir, "tcp", "trial-1", completeMarker)); err != nil {
+		t.Fatalf("first trial not complete: %v", err)
+	}
+	firstMeta, _ := os.ReadFile(filepath.Join(runDir, "tcp", "trial-1", "meta.json"))
+
+	spec, err := Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, spec, Options{Resume: runDir, LabPrefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Skipped != 1 || len(res.Trials) != 2 || res.Seed != 3 {
+		t.Errorf("resume: skipped %d, trials %d, seed %d; want 1, 2, 3", res.Skipped, len(res.Trials), res.Seed)
+	}
+	if again, _ := os.ReadFile(filepath.Join(runDir, "tcp", "trial-1", "meta.json")); !bytes.Equal(again, firstMeta) {
+		t.Error("resume reran a complete trial")
+	}
+	if _, err := os.Stat(filepath.Join(runDir, "dctcp", "trial-1", incompleteMarker)); err == nil {
+		t.Error("resumed trial still marked incomplete")
+	}
+	if _, err := os.Stat(filepath.Join(runDir, "summary.csv")); err != nil {
+		t.Error(err)
+	}
+}
+
+// syncBuffer lets the test read a child's stderr while it is written.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
