@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"testing"
@@ -146,6 +147,11 @@ ports:
 	// every packet is marked; allow for the ramp and a slow sender.
 	if float64(ce[1]) < 0.5*float64(n[1]) {
 		t.Errorf("after drain=0.8: %d of %d packets marked, want most", ce[1], n[1])
+	}
+	code, out := runFabric(ctx, "port", "show", "--json", name, "s0:eth1")
+	var shown tc.PortStats
+	if code != 0 || json.Unmarshal([]byte(out), &shown) != nil || shown.Phantom == nil || shown.Phantom.Marks < end.Phantom.Marks {
+		t.Errorf("fabric port show --json: exit %d, phantom %+v: %s", code, shown.Phantom, out)
 	}
 	if gaps > 0 || end.Drops > 0 {
 		t.Errorf("retuning lost packets: %d sequence gaps, %d port drops", gaps, end.Drops)
