@@ -49,7 +49,7 @@ func leafQdisc(band int) uint32 { return netlink.MakeHandle(uint16(leafBase+band
 // the bucket is empty, so the burst does not let HTB run ahead of the rate;
 // it only lets an idle port pass up to one burst at once (see the
 // virtual-queue error measured in TestECNThreshold).
-var burstTime = time.Millisecond
+const burstTime = time.Millisecond
 
 // Apply builds the port on t: an HTB root at the port rate, one class per
 // band, a fifo leaf per band with the configured limit, and, when needed,
