@@ -196,39 +196,59 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 // Finish loads every trial of res.Dir and writes summary.csv, report.md and
 // the figures, with the paper comparison when the run names a table.
 func Finish(res *Result) error {
-	trials, err := report.LoadRuns(res.Dir)
+	rep, trials, cmp, err := writeReport(res.Dir)
 	if err != nil {
 		return err
 	}
-	res.Trials = trials
+	res.Report, res.Trials, res.Paper = rep, trials, cmp
 	res.Unfaithful = 0
 	for _, t := range trials {
 		if !t.Fidelity.Faithful() {
 			res.Unfaithful++
 		}
 	}
-	rep, err := report.Write(res.Dir, trials...)
-	if err != nil {
-		return err
-	}
-	res.Report = rep
-	rf, err := ReadRunFile(res.Dir)
-	if err != nil {
-		return err
-	}
-	if rf.Paper != "" {
-		c, err := paper.Compare(rf.Paper, rep.Rows)
-		if err != nil {
-			return err
-		}
-		res.Paper = c
-		md := rep.Markdown + "\n" + c.Markdown()
-		if err := os.WriteFile(filepath.Join(res.Dir, "report.md"), []byte(md), 0o644); err != nil {
-			return err
-		}
-		rep.Markdown = md
-	}
 	return nil
+}
+
+// Report is `fabric report RUNDIR...`: it rewrites the report of the run
+// directories into the first and returns its Markdown, with the paper
+// comparison when the first run names a published table.
+func Report(runDirs ...string) (string, error) {
+	rep, _, _, err := writeReport(runDirs...)
+	if err != nil {
+		return "", err
+	}
+	return rep.Markdown, nil
+}
+
+// writeReport loads the trials under runDirs and writes the report into
+// the first; the paper comparison is appended to report.md when that run's
+// run.json names a published table.
+func writeReport(runDirs ...string) (*report.Report, []*report.TrialSummary, *paper.Comparison, error) {
+	if len(runDirs) == 0 {
+		return nil, nil, nil, errors.New("no run directory")
+	}
+	trials, err := report.LoadRuns(runDirs...)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rep, err := report.Write(runDirs[0], trials...)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rf, err := ReadRunFile(runDirs[0])
+	if err != nil || rf.Paper == "" {
+		return rep, trials, nil, nil // a bare trial directory has no run.json
+	}
+	cmp, err := paper.Compare(rf.Paper, rep.Rows)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rep.Markdown += "\n" + cmp.Markdown()
+	if err := os.WriteFile(filepath.Join(runDirs[0], "report.md"), []byte(rep.Markdown), 0o644); err != nil {
+		return nil, nil, nil, err
+	}
+	return rep, trials, cmp, nil
 }
 
 // ReadRunFile reads run.json of a run directory.
@@ -304,30 +324,4 @@ func markIncomplete(dir string, err error) {
 	os.Remove(filepath.Join(dir, report.MetaFile)) // a half trial must not be reported
 	msg := strings.TrimSpace(err.Error()) + "\n"
 	os.WriteFile(filepath.Join(dir, incompleteMarker), []byte(msg), 0o644)
-}
-
-// Report is `fabric report RUNDIR...`: it rewrites the report of the run
-// directories into the first and returns its Markdown, with the paper
-// comparison when the first run names a published table.
-func Report(runDirs ...string) (string, error) {
-	trials, err := report.LoadRuns(runDirs...)
-	if err != nil {
-		return "", err
-	}
-	rep, err := report.Write(runDirs[0], trials...)
-	if err != nil {
-		return "", err
-	}
-	md := rep.Markdown
-	if rf, err := ReadRunFile(runDirs[0]); err == nil && rf.Paper != "" {
-		c, err := paper.Compare(rf.Paper, rep.Rows)
-		if err != nil {
-			return "", err
-		}
-		md += "\n" + c.Markdown()
-		if err := os.WriteFile(filepath.Join(runDirs[0], "report.md"), []byte(md), 0o644); err != nil {
-			return "", err
-		}
-	}
-	return md, nil
 }

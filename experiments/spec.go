@@ -176,6 +176,10 @@ func (s *SchemeList) UnmarshalYAML(n *yaml.Node) error {
 type Measure struct {
 	LMM   *LMMSpec   `yaml:"lmm,omitempty" json:"lmm,omitempty"`
 	Probe *ProbeSpec `yaml:"probe,omitempty" json:"probe,omitempty"`
+	// Warmup is how long after the clients start the LMM's captures
+	// begin: long-lived flows start in slow start, which fills any
+	// buffer; HULL's tables report the steady state.
+	Warmup time.Duration `yaml:"warmup,omitempty" json:"warmup,omitempty"`
 }
 
 // LMMSpec is HULL's Latency Measurement Module (§5.2): captures at the
@@ -617,6 +621,9 @@ func (s *Spec) validateSweep(w Sweep) error {
 }
 
 func (s *Spec) validateMeasure() error {
+	if w := s.Measure.Warmup; w < 0 || w >= s.Duration {
+		return yamlfile.Field("warmup", "want a warm-up shorter than the duration (%v), got %v", s.Duration, w)
+	}
 	if l := s.Measure.LMM; l != nil {
 		sw := s.graph.Node(l.Switch)
 		if sw == nil || sw.Kind != emu.Switch {

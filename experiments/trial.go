@@ -134,7 +134,7 @@ func (r *runner) trial(ctx context.Context, p Point, n int, dir string) (fid *Fi
 		}
 	}
 
-	// Captures for the LMM start before any traffic.
+	// The LMM's captures (started with the traffic, after the warm-up).
 	var caps []*capture.Session
 	var ingress []string
 	var egress string
@@ -150,30 +150,6 @@ func (r *runner) trial(ctx context.Context, p Point, n int, dir string) (fid *Fi
 		return drops, errors.Join(errs...)
 	}
 	defer stopCaps()
-	if l := spec.Measure.LMM; l != nil {
-		ns := emu.NetNSPath(lab.Name, l.Switch)
-		capDir := filepath.Join(dir, "captures")
-		opts := capture.Options{Filter: capture.Filter{IPv4Only: true}}
-		for _, ifn := range l.From {
-			o := opts
-			o.Filter.Direction = capture.In
-			s, err := capture.Start(ctx, capture.Point{NetNS: ns, Ifname: ifn, Label: l.Switch + ":" + ifn + ":in"}, capDir, o)
-			if err != nil {
-				return nil, err
-			}
-			caps = append(caps, s)
-			ingress = append(ingress, s.File())
-		}
-		o := opts
-		o.Filter.Direction = capture.Out
-		s, err := capture.Start(ctx, capture.Point{NetNS: ns, Ifname: l.To, Label: l.Switch + ":" + l.To + ":out"}, capDir, o)
-		if err != nil {
-			return nil, err
-		}
-		caps = append(caps, s)
-		egress = s.File()
-	}
-
 	// Servers first; clients once every server listens.
 	var servers, clients []*proc
 	defer func() { // on any exit path, nothing of ours keeps running
@@ -209,10 +185,43 @@ func (r *runner) trial(ctx context.Context, p Point, n int, dir string) (fid *Fi
 		}
 	}
 
+	startCaptures := func() error {
+		if l := spec.Measure.LMM; l != nil {
+			ns := emu.NetNSPath(lab.Name, l.Switch)
+			capDir := filepath.Join(dir, "captures")
+			opts := capture.Options{Filter: capture.Filter{IPv4Only: true}}
+			for _, ifn := range l.From {
+				o := opts
+				o.Filter.Direction = capture.In
+				s, err := capture.Start(ctx, capture.Point{NetNS: ns, Ifname: ifn, Label: l.Switch + ":" + ifn + ":in"}, capDir, o)
+				if err != nil {
+					return err
+				}
+				caps = append(caps, s)
+				ingress = append(ingress, s.File())
+			}
+			o := opts
+			o.Filter.Direction = capture.Out
+			s, err := capture.Start(ctx, capture.Point{NetNS: ns, Ifname: l.To, Label: l.Switch + ":" + l.To + ":out"}, capDir, o)
+			if err != nil {
+				return err
+			}
+			caps = append(caps, s)
+			egress = s.File()
+		}
+		return nil
+	}
+
 	// Traffic phase, watched by the fidelity monitor.
 	before := r.portCounters(ctx, lab, plan.ports)
 	cpu := startCPUMonitor(ctx)
 	t0 := time.Now()
+	if spec.Measure.Warmup == 0 {
+		if err := startCaptures(); err != nil {
+			cpu.Stop()
+			return nil, err
+		}
+	}
 	for _, cfg := range plan.clients {
 		pr, err := start(cfg)
 		if err != nil {
@@ -220,6 +229,20 @@ func (r *runner) trial(ctx context.Context, p Point, n int, dir string) (fid *Fi
 			return nil, err
 		}
 		clients = append(clients, pr)
+	}
+	// Long-lived flows start in slow start and fill any buffer; the paper
+	// reports the steady state, so the LMM may skip a warm-up.
+	if w := spec.Measure.Warmup; w > 0 {
+		select {
+		case <-ctx.Done():
+			cpu.Stop()
+			return nil, ctx.Err()
+		case <-time.After(w):
+		}
+		if err := startCaptures(); err != nil {
+			cpu.Stop()
+			return nil, err
+		}
 	}
 	var endpointErrs []string
 	for _, pr := range clients {

@@ -94,7 +94,31 @@ var Tables = map[string]*Table{
 type Comparison struct {
 	Table *Table
 	Rows  []CompRow
+	// Slowdown is HULL Fig. 10 for Table 4 runs: the PQ's 10 MB FCT over
+	// the best scheme's, per load, next to the paper's and eq. 3's.
+	Slowdown []SlowdownRow
 }
+
+// SlowdownRow is one load of the Fig. 10 comparison.
+type SlowdownRow struct {
+	Load     float64
+	Paper    float64 // the paper's measured 10 MB FCT slowdown of PQ950 (Table 4 text)
+	Theory   float64 // (1-ρ)/(γ-ρ), γ = 0.95 less 8% for DCTCP's rate fluctuation
+	Measured float64 // PQ 10 MB FCT / best 10 MB FCT at this load; NaN if unmeasured
+}
+
+// HULL §6.2: "with the PQ, the average 10MB FCT is 17% longer at 20% load,
+// 31% longer at 40% load, and 55% longer at 60% load" than the best scheme.
+var pqSlowdown = map[float64]float64{0.2: 1.17, 0.4: 1.31, 0.6: 1.55}
+
+// effectiveGamma is the PQ's drain fraction less ~8% for DCTCP's rate
+// fluctuation, as HULL Fig. 10 compares eq. 3 with measurement (§6.1: 870
+// of 950 Mbit/s).
+const effectiveGamma = 0.95 * 0.92
+
+// Slowdown is HULL eq. 3: the slowdown of a throughput-limited flow at load
+// rho when the link is held to gamma of its rate.
+func Slowdown(rho, gamma float64) float64 { return (1 - rho) / (gamma - rho) }
 
 // CompRow is one published row with the measured values and the verdict.
 type CompRow struct {
@@ -123,7 +147,34 @@ func Compare(id string, rows []report.Row) (*Comparison, error) {
 			c.Rows = append(c.Rows, cr)
 		}
 	}
+	if id == "hull-table4" {
+		c.Slowdown = slowdowns(rows)
+	}
 	return c, nil
+}
+
+// slowdowns computes the Fig. 10 comparison for every load measured.
+func slowdowns(rows []report.Row) []SlowdownRow {
+	var out []SlowdownRow
+	for _, load := range []float64{0.2, 0.4, 0.6} {
+		pq, best := math.NaN(), math.Inf(1)
+		seen := false
+		for _, r := range rows {
+			if math.Abs(r.Load-load) > 1e-9 || math.IsNaN(r.FCT10MBAvg) {
+				continue
+			}
+			seen = true
+			best = min(best, r.FCT10MBAvg)
+			if r.Scheme == "dctcp-pq950-pacer" {
+				pq = r.FCT10MBAvg
+			}
+		}
+		if !seen {
+			continue
+		}
+		out = append(out, SlowdownRow{Load: load, Paper: pqSlowdown[load], Theory: Slowdown(load, effectiveGamma), Measured: pq / best})
+	}
+	return out
 }
 
 // sameOrder reports whether the measured values (ignoring NaN) are ordered
@@ -238,5 +289,13 @@ func (c *Comparison) Markdown() string {
 	}
 	p, n := c.Passed()
 	fmt.Fprintf(&b, "\nOrdering agrees in %d of %d rows.\n", p, n)
+	if len(c.Slowdown) > 0 {
+		b.WriteString("\n### 10 MB FCT slowdown of DCTCP-PQ950-Pacer (HULL eq. 3, Fig. 10)\n\n")
+		b.WriteString("PQ's average 10 MB FCT over the best scheme's at the same load. Theory: (1−ρ)/(γ−ρ) with γ = 0.95 less 8% " +
+			"for DCTCP's rate fluctuation, as in Fig. 10.\n\n| load | paper | eq. 3 | fabric |\n|---|---:|---:|---:|\n")
+		for _, r := range c.Slowdown {
+			fmt.Fprintf(&b, "| %g%% | %.2f | %.2f | %s |\n", r.Load*100, r.Paper, r.Theory, ratio(r.Measured, 1))
+		}
+	}
 	return b.String()
 }
