@@ -153,7 +153,7 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	total := len(res.Points) * spec.Trials
 	done, ran := 0, 0
 	var ranFor time.Duration
-	for _, p := range res.Points {
+	for pi, p := range res.Points {
 		for n := 1; n <= spec.Trials; n++ {
 			done++
 			dir := filepath.Join(res.Dir, p.Name, fmt.Sprintf("trial-%d", n))
@@ -171,8 +171,8 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 			} else {
 				eta = (time.Duration(total-done+1) * (spec.Duration + 3*time.Second)).Round(time.Second).String() + " (estimated)"
 			}
-			fmt.Fprintf(opts.Progress, "[%d/%d] %s trial %d/%d  elapsed %s  ETA %s\n", done, total, p.Name, n, spec.Trials,
-				time.Since(start).Round(time.Second), eta)
+			fmt.Fprintf(opts.Progress, "[%d/%d] point %d/%d %s, trial %d/%d  elapsed %s  ETA %s\n", done, total,
+				pi+1, len(res.Points), p.Name, n, spec.Trials, time.Since(start).Round(time.Second), eta)
 			t0 := time.Now()
 			fid, err := r.trial(ctx, p, n, dir)
 			if err != nil {

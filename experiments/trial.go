@@ -18,6 +18,7 @@ import (
 	"fabric/hosts"
 	"fabric/hosts/cc"
 	"fabric/hosts/endpoint"
+	"fabric/hosts/workload"
 	"fabric/internal/units"
 	"fabric/results/capture"
 	"fabric/results/lmm"
@@ -43,6 +44,7 @@ type trialMeta struct {
 	BaseSeed   uint64          `json:"base_seed"`
 	PointSpec  Point           `json:"point_spec"`
 	Lab        string          `json:"lab"`
+	LabSpec    *emu.Spec       `json:"lab_spec"` // the lab as built: the scheme's ports merged in
 	SchemeSpec Scheme          `json:"scheme_spec"`
 	Traffic    Traffic         `json:"traffic"`
 	Duration   string          `json:"duration"`
@@ -102,7 +104,16 @@ func (r *runner) trial(ctx context.Context, p Point, n int, dir string) (fid *Fi
 		}
 	}()
 
-	plan, err := r.plan(lab, p, scheme, seed, dir)
+	// Endpoints write their records into epDir: the trial directory, or
+	// for container hosts the lab's run directory, the only host path
+	// mounted in the containers (hosts.HostOf), copied out afterwards.
+	epDir, cdf := dir, spec.cdf
+	if lab.Spec.Hosts.Runtime != "" && lab.Spec.Hosts.Runtime != emu.DefaultRuntime {
+		if epDir, cdf, err = containerRunDir(lab, spec.cdf); err != nil {
+			return nil, err
+		}
+	}
+	plan, err := r.plan(lab, p, scheme, seed, epDir, cdf)
 	if err != nil {
 		return nil, err
 	}
@@ -267,6 +278,11 @@ func (r *runner) trial(ctx context.Context, p Point, n int, dir string) (fid *Fi
 		}
 	}
 	servers = nil
+	if epDir != dir {
+		if err := moveRecords(epDir, dir); err != nil {
+			return nil, err
+		}
+	}
 	if len(endpointErrs) > 0 && ctx.Err() == nil {
 		return nil, fmt.Errorf("endpoints failed: %s", strings.Join(endpointErrs, "; "))
 	}
@@ -344,7 +360,7 @@ func (r *runner) trial(ctx context.Context, p Point, n int, dir string) (fid *Fi
 	meta := trialMeta{
 		Meta: report.Meta{Scheme: p.Scheme, Load: p.Load, Point: p.Name, Trial: n,
 			BottleneckBPS: plan.bottleneckBPS, UnloadedRTTNS: rtt.Nanoseconds(), Fidelity: rep},
-		Experiment: spec.Name, Seed: seed, BaseSeed: r.run.Seed, PointSpec: p, Lab: lab.Name,
+		Experiment: spec.Name, Seed: seed, BaseSeed: r.run.Seed, PointSpec: p, Lab: lab.Name, LabSpec: lab.Spec,
 		SchemeSpec: scheme, Traffic: spec.Traffic, Duration: spec.Duration.String(), Endpoints: argvs,
 		Fabric: r.run.Fabric, Kernel: r.run.Kernel, Started: started, Finished: time.Now().UTC(), RTTNote: rttNote,
 	}
@@ -380,7 +396,7 @@ type watchedPort struct {
 }
 
 // plan turns the traffic section and point into endpoint configurations.
-func (r *runner) plan(lab *emu.Lab, p Point, scheme Scheme, seed uint64, dir string) (*trialPlan, error) {
+func (r *runner) plan(lab *emu.Lab, p Point, scheme Scheme, seed uint64, dir string, cdf *workload.CDF) (*trialPlan, error) {
 	spec := r.spec
 	t := spec.Traffic
 	addr := func(h string) endpoint.Peer { return endpoint.Peer{Name: h, Addr: lab.Graph.Node(h).Addr} }
@@ -421,7 +437,7 @@ func (r *runner) plan(lab *emu.Lab, p Point, scheme Scheme, seed uint64, dir str
 		for _, c := range clients {
 			cfg := base(endpoint.Dynamic, c)
 			cfg.Peers, cfg.Duration, cfg.Drain = peers(without(servers, c)), spec.Duration, drain
-			cfg.Workload, cfg.Load, cfg.ConnsPerServer = spec.cdf, p.Load, t.Conns
+			cfg.Workload, cfg.Load, cfg.ConnsPerServer = cdf, p.Load, t.Conns
 			cfg.LinkRate = hostRate(lab, c)
 			pl.clients = append(pl.clients, cfg)
 		}
@@ -517,6 +533,48 @@ func (r *runner) plan(lab *emu.Lab, p Point, scheme Scheme, seed uint64, dir str
 		}
 	}
 	return pl, nil
+}
+
+// containerRunDir prepares the records directory for container hosts
+// inside the lab's run directory, with a copy of the workload file there
+// (a container sees no other host path).
+func containerRunDir(lab *emu.Lab, cdf *workload.CDF) (string, *workload.CDF, error) {
+	d := filepath.Join(emu.LabDir(lab.Name), "records")
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		return "", nil, err
+	}
+	if cdf == nil {
+		return d, nil, nil
+	}
+	b, err := os.ReadFile(cdf.File)
+	if err != nil {
+		return "", nil, err
+	}
+	inside := filepath.Join(d, filepath.Base(cdf.File))
+	if err := os.WriteFile(inside, b, 0o644); err != nil {
+		return "", nil, err
+	}
+	c := *cdf
+	c.File = inside
+	return d, &c, nil
+}
+
+// moveRecords copies the endpoints' record files from src to dst.
+func moveRecords(src, dst string) error {
+	files, err := filepath.Glob(filepath.Join(src, "records-*.jsonl"))
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, filepath.Base(f)), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // portRate is the resolved rate of a switch (or host) egress port.
