@@ -2,6 +2,7 @@ package experiments
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/csv"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +21,7 @@ import (
 
 	"fabric/hosts"
 	"fabric/hosts/endpoint"
+	"fabric/internal/records"
 	"fabric/internal/testenv"
 	"fabric/results/report"
 )
@@ -355,4 +358,92 @@ func (w *syncBuffer) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.String()
+}
+
+const reproExperiment = `name: repro
+lab:
+  name: repro
+  topology: {kind: star, hosts: 3}
+  links: {rate: 100Mbit}
+schemes:
+  tcp: {cc: cubic}
+traffic: {pattern: dynamic, workload: hull_1k_10m, client: h0, servers: rest, conns: 2, load: 0.3}
+duration: 3s
+measure:
+  probe: {from: h1, to: h0}
+  lmm: {switch: s0, from: [eth1], to: eth0, probes: true}
+`
+
+// requests reads the client's flow records in request order.
+func requests(t *testing.T, res *Result) []records.Flow {
+	t.Helper()
+	if len(res.Trials) != 1 {
+		t.Fatalf("%d trials", len(res.Trials))
+	}
+	set, err := records.ReadDir(res.Trials[0].Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []records.Flow
+	for _, f := range set.Flows {
+		if f.Pattern == "dynamic" {
+			out = append(out, f)
+		}
+	}
+	slices.SortFunc(out, func(a, b records.Flow) int { return cmp.Compare(a.StartNS, b.StartNS) })
+	return out
+}
+
+// A rerun with the same seed draws the same flow sizes, servers and
+// arrival times; another seed draws differently. The probe stream and the
+// LMM's probe mode run along.
+func TestSameSeedSameDraws(t *testing.T) {
+	testenv.RequireRoot(t)
+	spec, err := Parse("repro.yaml", []byte(reproExperiment), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := testPrefix("r")
+	t.Cleanup(func() {
+		if left := labLeftovers(t, prefix); len(left) > 0 {
+			t.Errorf("lab resources left behind: %v", left)
+		}
+	})
+	run := func(seed uint64) *Result {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		res, err := Run(ctx, spec, Options{Out: t.TempDir(), LabPrefix: prefix, Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	a, b, c := run(11), run(11), run(12)
+	fa, fb, fc := requests(t, a), requests(t, b), requests(t, c)
+	if len(fa) < 3 {
+		t.Fatalf("only %d requests in 3 s", len(fa))
+	}
+	same := func(x, y []records.Flow) (bool, string) {
+		if len(x) != len(y) {
+			return false, fmt.Sprintf("%d vs %d requests", len(x), len(y))
+		}
+		for i := range x {
+			dx, dy := x[i].StartNS-x[0].StartNS, y[i].StartNS-y[0].StartNS
+			if x[i].Size != y[i].Size || x[i].Src != y[i].Src || math.Abs(float64(dx-dy)) > 20e6 {
+				return false, fmt.Sprintf("request %d: %s %dB at +%v vs %s %dB at +%v", i, x[i].Src, x[i].Size,
+					time.Duration(dx), y[i].Src, y[i].Size, time.Duration(dy))
+			}
+		}
+		return true, ""
+	}
+	if ok, why := same(fa, fb); !ok {
+		t.Errorf("same seed, different draws: %s", why)
+	}
+	if ok, _ := same(fa, fc); ok {
+		t.Errorf("seeds 11 and 12 drew the same %d requests", len(fa))
+	}
+	t.Logf("seed 11: %d requests twice alike; seed 12: %d requests", len(fa), len(fc))
+	if l := a.Trials[0].LMM; l == nil || l.Matched < 1000 {
+		t.Errorf("probe LMM matched %v, want ~3000 probes (1 per ms for 3 s)", l)
+	}
 }
