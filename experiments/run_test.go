@@ -135,6 +135,11 @@ func runQuick(t *testing.T, name string) *Result {
 	if want := len(spec.Points()) * spec.Trials; len(rows) != want+1 {
 		t.Errorf("summary.csv has %d trial rows, want %d", len(rows)-1, want)
 	}
+	// One table row per point: points that differ in senders or size are
+	// separate rows, not averaged together.
+	if len(res.Report.Rows) != len(spec.Points()) {
+		t.Errorf("report has %d rows for %d points", len(res.Report.Rows), len(spec.Points()))
+	}
 	for _, tr := range res.Trials {
 		if _, err := os.Stat(filepath.Join(tr.Dir, completeMarker)); err != nil {
 			t.Errorf("trial %s not marked complete", tr.Dir)

@@ -87,6 +87,25 @@ func (p Point) name(s *Spec) (name, traffic string) {
 	return p.Scheme + "_" + traffic, traffic
 }
 
+// Label is how the report names the point's row: the scheme, plus the
+// swept values other than load (which the report has a column for), so
+// that points differing only in senders, flows or size are not averaged
+// together: "dctcp-30k", "tcp-droptail n=4".
+func (p Point) Label(s *Spec) string {
+	out := p.Scheme
+	w := s.Sweep
+	if len(w.Senders) > 0 {
+		out += " n=" + strconv.Itoa(p.Senders)
+	}
+	if len(w.Flows) > 0 {
+		out += " flows=" + strconv.Itoa(p.Flows)
+	}
+	if len(w.Size) > 0 {
+		out += " S=" + p.Size.String()
+	}
+	return out
+}
+
 // TrialSeed derives a trial's seed from the run's base seed, the point's
 // traffic (Point.Traffic) and the trial number, so that every trial draws
 // differently, every scheme of a trial draws the same, and a rerun with the

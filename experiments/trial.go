@@ -40,6 +40,7 @@ type runner struct {
 type trialMeta struct {
 	report.Meta
 	Experiment string          `json:"experiment"`
+	SchemeName string          `json:"scheme_name"` // Meta.Scheme is the row label (scheme plus non-load sweep values)
 	Seed       uint64          `json:"seed"`
 	BaseSeed   uint64          `json:"base_seed"`
 	PointSpec  Point           `json:"point_spec"`
@@ -358,9 +359,9 @@ func (r *runner) trial(ctx context.Context, p Point, n int, dir string) (fid *Fi
 		rep.Notes = append(rep.Notes, "pacer: "+e)
 	}
 	meta := trialMeta{
-		Meta: report.Meta{Scheme: p.Scheme, Load: p.Load, Point: p.Name, Trial: n,
+		Meta: report.Meta{Scheme: p.Label(spec), Load: p.Load, Point: p.Name, Trial: n,
 			BottleneckBPS: plan.bottleneckBPS, UnloadedRTTNS: rtt.Nanoseconds(), Fidelity: rep},
-		Experiment: spec.Name, Seed: seed, BaseSeed: r.run.Seed, PointSpec: p, Lab: lab.Name, LabSpec: lab.Spec,
+		Experiment: spec.Name, SchemeName: p.Scheme, Seed: seed, BaseSeed: r.run.Seed, PointSpec: p, Lab: lab.Name, LabSpec: lab.Spec,
 		SchemeSpec: scheme, Traffic: spec.Traffic, Duration: spec.Duration.String(), Endpoints: argvs,
 		Fabric: r.run.Fabric, Kernel: r.run.Kernel, Started: started, Finished: time.Now().UTC(), RTTNote: rttNote,
 	}
