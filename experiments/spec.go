@@ -22,6 +22,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"fabric/emu"
+	"fabric/experiments/paper"
 	"fabric/hosts/endpoint"
 	"fabric/hosts/workload"
 	"fabric/internal/units"
@@ -52,7 +53,7 @@ type Spec struct {
 	Seed     uint64            `yaml:"seed,omitempty" json:"seed,omitempty"`
 	Measure  Measure           `yaml:"measure,omitempty" json:"measure"`
 	// Paper names the published table the report compares with
-	// (hull-table1, hull-table4); see package paper.
+	// (hull-table1, hull-table4, hull-table5); see package paper.
 	Paper string `yaml:"paper,omitempty" json:"paper,omitempty"`
 	// Quick is the short variant used by `fabric run --quick` and CI.
 	Quick *Variant `yaml:"quick,omitempty" json:"quick,omitempty"`
@@ -362,14 +363,12 @@ func (s *Spec) validate() error {
 	if err := yamlfile.In("measure", s.validateMeasure()); err != nil {
 		return err
 	}
-	if s.Paper != "" && !slices.Contains(paperTables, s.Paper) {
-		return f("paper", "unknown table %q (want one of %s)", s.Paper, strings.Join(paperTables, ", "))
+	if _, ok := paper.Tables[s.Paper]; s.Paper != "" && !ok {
+		return f("paper", "unknown table %q (want one of %s)", s.Paper, strings.Join(paper.IDs(), ", "))
 	}
 	return nil
 }
 
-// paperTables are the published tables fabric report compares with.
-var paperTables = []string{"hull-table1", "hull-table4"}
 
 func (s *Spec) validateScheme(name string) error {
 	sc := s.Schemes[name]

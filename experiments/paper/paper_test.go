@@ -64,3 +64,32 @@ func TestSlowdownTheory(t *testing.T) {
 		t.Errorf("no headroom, no load: %v", sd)
 	}
 }
+
+// Table 5's rows pick the large- or small-buffer scheme and the metric the
+// row names.
+func TestTable5Rows(t *testing.T) {
+	nan := math.NaN()
+	rows := []report.Row{
+		{Scheme: "tcp-qos-small", LatAvg: 50, FCT1KBAvg: 3000, FCT10MBAvg: 3000},
+		{Scheme: "pq950-small", LatAvg: 40, FCT1KBAvg: 3100, FCT10MBAvg: 2000},
+		{Scheme: "tcp-qos-large", LatAvg: nan, FCT1KBAvg: nan, FCT10MBAvg: nan},
+	}
+	cmp, err := Compare("hull-table5", rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]CompRow{}
+	for _, r := range cmp.Rows {
+		got[r.Label] = r
+	}
+	if len(got) != 3 {
+		t.Fatalf("rows %v, want the 3 small-buffer rows (large buffer unmeasured)", cmp.Rows)
+	}
+	r := got["small buffer: 10MB FCT avg"]
+	if r.Measured[0] != 3000 || r.Measured[1] != 2000 || !r.Pass {
+		t.Errorf("10MB row: %+v", r)
+	}
+	if r := got["small buffer: 1KB FCT avg"]; !r.Pass { // paper 371 < 378, fabric 3000 < 3100
+		t.Errorf("1KB row: %+v", r)
+	}
+}
