@@ -369,7 +369,6 @@ func (s *Spec) validate() error {
 	return nil
 }
 
-
 func (s *Spec) validateScheme(name string) error {
 	sc := s.Schemes[name]
 	path := "schemes." + name
