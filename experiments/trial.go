@@ -712,4 +712,3 @@ func writeJSON(path string, v any) error {
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
-
