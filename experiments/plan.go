@@ -252,4 +252,3 @@ func hostSeed(seed uint64, host string) uint64 {
 	}
 	return 1
 }
-

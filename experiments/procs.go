@@ -92,4 +92,3 @@ func lastLine(path string) string {
 	}
 	return lines[len(lines)-1]
 }
-
