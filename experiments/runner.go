@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -73,11 +74,14 @@ type RunFile struct {
 
 // Version is the fabric build that ran.
 type Version struct {
-	Module   string `json:"module"`
-	Version  string `json:"version"`
-	Commit   string `json:"commit,omitempty"`
-	Modified bool   `json:"modified,omitempty"`
-	Go       string `json:"go"`
+	Module  string `json:"module"`
+	Version string `json:"version"`
+	Commit  string `json:"commit,omitempty"`
+	// CommitFrom says where Commit came from: the binary's build stamp, or
+	// git in the working directory when the binary has none.
+	CommitFrom string `json:"commit_from,omitempty"`
+	Modified   bool   `json:"modified,omitempty"`
+	Go         string `json:"go"`
 }
 
 // BuildVersion reads the module version and VCS commit from the binary.
@@ -94,12 +98,38 @@ func BuildVersion() Version {
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
-			v.Commit = s.Value
+			v.Commit, v.CommitFrom = s.Value, "build"
 		case "vcs.modified":
 			v.Modified = s.Value == "true"
 		}
 	}
+	if v.Commit == "" {
+		v.Commit, v.Modified = gitCommit()
+		if v.Commit != "" {
+			v.CommitFrom = "git (working directory)"
+		}
+	}
 	return v
+}
+
+// gitCommit is the fallback when the binary carries no VCS stamp (built
+// with -buildvcs=false, or a test binary): the commit of the fabric checkout
+// the run is started from, if it is one.
+func gitCommit() (commit string, modified bool) {
+	root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return "", false
+	}
+	gomod, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(root)), "go.mod"))
+	if err != nil || !strings.HasPrefix(string(gomod), "module fabric\n") {
+		return "", false
+	}
+	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		return "", false
+	}
+	status, _ := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output()
+	return strings.TrimSpace(string(out)), len(status) > 0
 }
 
 func kernelRelease() string {
