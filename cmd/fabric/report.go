@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -20,6 +21,11 @@ with the ratio between schemes and an ordering pass/fail per row.`,
 	Example: `  fabric report runs/hull-dynamic/20261123T093000Z`,
 	Args:    cobra.MinimumNArgs(1),
 	RunE: func(cmd *cobra.Command, args []string) error {
+		for _, d := range args {
+			if st, err := os.Stat(d); err != nil || !st.IsDir() {
+				return badInput(fmt.Errorf("%s: not a run directory", d))
+			}
+		}
 		md, err := experiments.Report(args...)
 		if err != nil {
 			return err

@@ -53,6 +53,15 @@ removed; --resume DIR completes the run later with the same seed.`,
 		if quick {
 			spec = spec.WithQuick()
 		}
+		if runFlags.resume != "" {
+			rf, err := experiments.ReadRunFile(runFlags.resume)
+			if err != nil {
+				return badInput(err)
+			}
+			if rf.Name != spec.Name || rf.Quick != spec.IsQuick {
+				return badInput(fmt.Errorf("--resume %s: that run is %s (quick=%v), not %s (quick=%v)", runFlags.resume, rf.Name, rf.Quick, spec.Name, spec.IsQuick))
+			}
+		}
 		res, err := experiments.Run(cmd.Context(), spec, experiments.Options{
 			Out: runFlags.out, Resume: runFlags.resume, Seed: runFlags.seed,
 			Progress: os.Stderr, KeepPcaps: runFlags.keepPcaps,
