@@ -144,7 +144,11 @@ func runQuick(t *testing.T, name string) *Result {
 		if _, err := os.Stat(filepath.Join(tr.Dir, completeMarker)); err != nil {
 			t.Errorf("trial %s not marked complete", tr.Dir)
 		}
-		for _, f := range []string{"meta.json", "fidelity.json", "cpu.csv"} {
+		files := []string{"meta.json", "fidelity.json", "cpu.csv", "cpu-idle.png"}
+		if spec.Measure.LMM != nil {
+			files = append(files, "switch-latency-cdf.png", "lmm/"+spec.Measure.LMM.name()+".summary.json")
+		}
+		for _, f := range files {
 			if _, err := os.Stat(filepath.Join(tr.Dir, f)); err != nil {
 				t.Errorf("trial %s: %v", tr.Dir, err)
 			}

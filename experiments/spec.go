@@ -193,6 +193,14 @@ type LMMSpec struct {
 	Probes bool `yaml:"probes,omitempty" json:"probes,omitempty"`
 }
 
+// name names the LMM's output files (lmm/NAME.*); "" without an LMM.
+func (l *LMMSpec) name() string {
+	if l == nil {
+		return ""
+	}
+	return l.Switch + "_" + l.To
+}
+
 // ProbeSpec sends HULL's probe stream: a 1500-byte packet every 1 ms.
 type ProbeSpec struct {
 	From string `yaml:"from" json:"from"`

@@ -328,7 +328,7 @@ func (r *runner) trial(ctx context.Context, p Point, n int, dir string) (fid *Fi
 		if l.Probes {
 			cfg.Mode = lmm.Probes
 		}
-		name := l.Switch + "_" + l.To
+		name := l.name()
 		if _, err := lmm.Measure(filepath.Join(dir, "lmm"), name, ingress, egress, cfg); err != nil {
 			return nil, err
 		}
@@ -339,6 +339,9 @@ func (r *runner) trial(ctx context.Context, p Point, n int, dir string) (fid *Fi
 		}
 	}
 
+	if err := trialPlots(dir, spec.Measure.LMM.name(), fmt.Sprintf("%s trial %d", p.Name, n), samples); err != nil {
+		return nil, fmt.Errorf("plots: %w", err)
+	}
 	rep := &report.Fidelity{CPUSaturated: fid.CPUSaturated, MinCPUIdlePct: fid.CPUMinIdlePct, RateShortfall: shortfall}
 	if fid.Advice != "" {
 		rep.Notes = append(rep.Notes, fid.Advice)
