@@ -36,12 +36,27 @@ func Builtins() []string {
 
 // Builtin parses the built-in scenario name.
 func Builtin(name string) (*Spec, error) {
-	file := path.Join("scenarios", name+".yaml")
+	file := path.Join("scenarios", name+".yaml") // in scenarioFS
 	data, err := scenarioFS.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("no built-in scenario %q (built-in: %s)", name, strings.Join(Builtins(), ", "))
 	}
-	return Parse("experiments/"+file, data, "")
+	return Parse(builtinPrefix+name+".yaml", data, "")
+}
+
+// builtinPrefix is how a built-in scenario's file is named in messages
+// and run.json (its path in the source tree).
+const builtinPrefix = "experiments/scenarios/"
+
+// SourceOf is what to give Open to run a recorded run's experiment again:
+// the built-in scenario's name, or the file's path.
+func SourceOf(rf *RunFile) string {
+	if name, ok := strings.CutPrefix(rf.File, builtinPrefix); ok {
+		if name = strings.TrimSuffix(name, ".yaml"); slices.Contains(Builtins(), name) {
+			return name
+		}
+	}
+	return rf.File
 }
 
 // Open resolves what `fabric run` is given: a file on disk, else a

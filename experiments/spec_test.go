@@ -136,3 +136,21 @@ func TestLabByPath(t *testing.T) {
 		t.Errorf("missing lab file: %v", err)
 	}
 }
+
+// A run records where its experiment came from, so --resume DIR alone can
+// open it again: a built-in by name, a file by path.
+func TestSourceOfRun(t *testing.T) {
+	s, err := Builtin("hull/dynamic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := SourceOf(&RunFile{File: s.File}); got != "hull/dynamic" {
+		t.Errorf("built-in source = %q", got)
+	}
+	if got := SourceOf(&RunFile{File: "/tmp/my.yaml"}); got != "/tmp/my.yaml" {
+		t.Errorf("file source = %q", got)
+	}
+	if _, err := Open(SourceOf(&RunFile{File: s.File})); err != nil {
+		t.Error(err)
+	}
+}

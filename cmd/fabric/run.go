@@ -36,14 +36,22 @@ removed; --resume DIR completes the run later with the same seed.`,
 	Example: `  fabric run                              # hull/table1, quick
   fabric run hull/dynamic --quick
   fabric run my-experiment.yaml --seed 42
-  fabric run hull/dynamic --resume runs/hull-dynamic/20261123T093000Z`,
+  fabric run --resume runs/hull-dynamic/20261123T093000Z`,
 	Args: cobra.MaximumNArgs(1),
 	RunE: func(cmd *cobra.Command, args []string) error {
 		name := experiments.DefaultScenario
 		quick := runFlags.quick
-		if len(args) == 1 {
+		switch {
+		case len(args) == 1:
 			name = args[0]
-		} else {
+		case runFlags.resume != "":
+			// `fabric run --resume DIR` resumes whatever DIR ran.
+			rf, err := experiments.ReadRunFile(runFlags.resume)
+			if err != nil {
+				return badInput(err)
+			}
+			name, quick = experiments.SourceOf(rf), rf.Quick
+		default:
 			quick = true
 		}
 		spec, err := experiments.Open(name)
