@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"math"
+	"net"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"fabric/emu"
 	"fabric/internal/testenv"
 	"fabric/results/capture"
 	"fabric/results/internal/testlab"
@@ -36,9 +40,37 @@ var serialization = float64(frameLen*8) / rateBPS * 1e9
 // match is one matched packet from the per-packet CSV.
 type match struct{ in, out int64 }
 
-// TestSwitchLatencyAccuracy is the accuracy test. Two senders send
-// back-to-back bursts of full-size packets through an idle 100 Mbit port at
-// the same moment, so a queue forms; the LMM's latency of each departing
+// writer is a connected UDP socket of a sender.
+type writer interface{ Write([]byte) (int, error) }
+
+// rig is a switch under test: two senders' sockets, the switch's two
+// sender-facing ports and its 100 Mbit port towards the receiver, and that
+// port's HTB burst.
+type rig struct {
+	tx         []writer
+	ingress    []capture.Point
+	egress     capture.Point
+	burstBytes int
+	criteria   criteria
+}
+
+// criteria is what an attempt must meet.
+type criteria struct {
+	// within is the fraction of departures whose residual must be within
+	// 15 µs + 5% of the predicted latency.
+	within float64
+	// oneFrameCap, if set, fails any residual beyond the tolerance plus
+	// one frame time.
+	oneFrameCap bool
+	// medianWithin, if set, bounds the median residual (ns).
+	medianWithin float64
+}
+
+// TestSwitchLatencyAccuracy is the accuracy test on a lab built
+// here from the kernel alone (testlab: namespaces, veths, an HTB class with
+// a bfifo leaf), so it depends on nothing but the kernel. Two senders send
+// back-to-back bursts of full-size packets through an idle 100 Mbit port
+// at the same moment, so a queue forms; the LMM's latency of each departing
 // packet must equal the queueing the port rate predicts within 15 µs + 5%.
 // The no-burst latency floor (namespace forwarding cost) is measured first
 // and reported.
@@ -49,8 +81,102 @@ func TestSwitchLatencyAccuracy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rx.Close()
-	go func() { // drain, so the receiver's socket buffer never matters
+	drain(t, rx)
+	r := rig{egress: lab.Point(lab.ShapedIf), burstBytes: int(lab.BurstBytes),
+		criteria: criteria{within: 0.95, oneFrameCap: true}}
+	for i, ifname := range lab.SenderIfs {
+		c, err := lab.DialUDP(i, probePort)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		r.tx = append(r.tx, c)
+		r.ingress = append(r.ingress, lab.Point(ifname))
+	}
+	accuracy(t, r)
+}
+
+// TestSwitchLatencyAccuracyStarLab runs the same test on the product: a
+// star lab from emu (fabric's namespaces, addressing and routes) whose
+// switch ports are shaped by package tc at 100 Mbit, with tc's own HTB
+// burst. The hosts' NICs are set to 10 Gbit so that each sender's burst
+// reaches the switch back to back, as the test asks; at 100 Mbit
+// the NICs would pace the senders and no queue would stand at the switch.
+func TestSwitchLatencyAccuracyStarLab(t *testing.T) {
+	testenv.RequireRoot(t)
+	var rnd [3]byte
+	rand.Read(rnd[:])
+	name := "tlmm-" + hex.EncodeToString(rnd[:])
+	spec, err := emu.Parse(name+".yaml", []byte("name: "+name+"\ntopology: {kind: star, hosts: 3}\nlinks: {rate: 100Mbit}\nhosts: {nic: {rate: 10Gbit}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab, err := emu.Up(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := lab.Down(context.Background()); err != nil {
+			t.Errorf("down: %v", err)
+		}
+	})
+	sw := lab.Graph.Node("s0")
+	portTo := func(host string) *emu.Iface {
+		for _, i := range sw.Ifaces {
+			if i.Peer.Node.Name == host {
+				return i
+			}
+		}
+		t.Fatalf("s0 has no port to %s", host)
+		return nil
+	}
+	point := func(i *emu.Iface) capture.Point {
+		return capture.Point{NetNS: emu.NetNSPath(lab.Name, "s0"), Ifname: i.Name, Label: i.Label()}
+	}
+	receiver := lab.Graph.Node("h2")
+	var rx *net.UDPConn
+	if err := lab.Do("h2", func() (err error) {
+		rx, err = net.ListenUDP("udp4", &net.UDPAddr{Port: probePort})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	drain(t, rx)
+	out := portTo("h2")
+	// tc gives its ports a 1 ms burst (tc/apply.go), so after an HTB timer
+	// fires late the port catches up by sending the credited frames back
+	// to back: single departures are then off the ideal schedule by the
+	// timer's lateness, which on this shared VM reaches 100–300 µs. The
+	// LMM itself is held to the strict criteria in
+	// TestSwitchLatencyAccuracy; here 90% of departures must be within
+	// 15 µs + 5%, and the median residual within 5 µs.
+	r := rig{egress: point(out), burstBytes: tcBurstBytes(rateBPS),
+		criteria: criteria{within: 0.90, medianWithin: 5e3}}
+	for _, h := range []string{"h0", "h1"} {
+		var c *net.UDPConn
+		if err := lab.Do(h, func() (err error) {
+			c, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: receiver.Addr.AsSlice(), Port: probePort})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		r.tx = append(r.tx, c)
+		r.ingress = append(r.ingress, point(portTo(h)))
+	}
+	accuracy(t, r)
+}
+
+// tcBurstBytes is package tc's HTB burst for a port of rate bps: one
+// millisecond at the rate, at least two full frames (tc/apply.go). The
+// prediction needs it to know how many frames of a burst leave at once.
+func tcBurstBytes(bps float64) int { return max(2*frameLen, int(bps/8/1000)) }
+
+// drain reads rx until the test ends, so the receiver's socket buffer never
+// matters and the receiver never answers with ICMP port-unreachable.
+func drain(t *testing.T, rx *net.UDPConn) {
+	t.Cleanup(func() { rx.Close() })
+	go func() {
 		buf := make([]byte, 2048)
 		for {
 			if _, err := rx.Read(buf); err != nil {
@@ -58,20 +184,14 @@ func TestSwitchLatencyAccuracy(t *testing.T) {
 			}
 		}
 	}()
-	var tx [2]interface{ Write([]byte) (int, error) }
-	for i := range tx {
-		c, err := lab.DialUDP(i, probePort)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		tx[i] = c
-	}
+}
 
-	floorMatches := measure(t, lab, func(seq *uint64) {
+// accuracy measures the floor, then the bursts, and checks the residuals.
+func accuracy(t *testing.T, r rig) {
+	floorMatches := measure(t, r, func(seq *uint64) {
 		// One packet every 2 ms: the queue is always empty.
 		for i := 0; i < 200; i++ {
-			send(t, tx[i%2], seq)
+			send(t, r.tx[i%2], seq)
 			time.Sleep(2 * time.Millisecond)
 		}
 	})
@@ -88,16 +208,19 @@ func TestSwitchLatencyAccuracy(t *testing.T) {
 
 	// This machine's two cores are shared with other tests; a softirq that
 	// runs late moves a departure by tens of µs, which is the host's noise,
-	// not the LMM's. The burst measurement is therefore tried up to three
-	// times, and passes if one attempt meets the criterion; every attempt's
-	// residuals are logged.
+	// not the LMM's. The burst measurement is therefore tried up to five
+	// times, a second apart, and passes if one attempt meets the criterion;
+	// every attempt's residuals are logged.
 	var failures []string
-	for attempt := 1; attempt <= 3; attempt++ {
-		burstMatches := measure(t, lab, func(seq *uint64) { sendBursts(t, tx[:], seq) })
+	for attempt := 1; attempt <= 5; attempt++ {
+		if attempt > 1 {
+			time.Sleep(time.Second) // let a burst of load from other tests pass
+		}
+		burstMatches := measure(t, r, func(seq *uint64) { sendBursts(t, r.tx, seq) })
 		if len(burstMatches) != 2*burstLen*bursts {
 			t.Fatalf("bursts: matched %d of %d packets", len(burstMatches), 2*burstLen*bursts)
 		}
-		ev := evaluate(burstMatches, fs, int(lab.BurstBytes))
+		ev := evaluate(burstMatches, fs, r.burstBytes, r.criteria)
 		for _, l := range ev.log {
 			t.Logf("attempt %d: %s", attempt, l)
 		}
@@ -114,7 +237,7 @@ func TestSwitchLatencyAccuracy(t *testing.T) {
 }
 
 // sendBursts sends the bursts: both senders start each burst together.
-func sendBursts(t *testing.T, tx []interface{ Write([]byte) (int, error) }, seq *uint64) {
+func sendBursts(t *testing.T, tx []writer, seq *uint64) {
 	for b := 0; b < bursts; b++ {
 		var start, done sync.WaitGroup
 		start.Add(1)
@@ -162,7 +285,7 @@ type evaluation struct {
 // so a long stall shifts the rest of the burst). The burst is re-phased from
 // that packet on; stalls are counted, logged and bounded so they cannot hide
 // a wrong measurement.
-func evaluate(ms []match, fs stats.Summary, burstBytes int) evaluation {
+func evaluate(ms []match, fs stats.Summary, burstBytes int, crit criteria) evaluation {
 	var ev evaluation
 	logf := func(f string, a ...any) { ev.log = append(ev.log, fmt.Sprintf(f, a...)) }
 	failf := func(f string, a ...any) { ev.failures = append(ev.failures, fmt.Sprintf(f, a...)) }
@@ -207,7 +330,7 @@ func evaluate(ms []match, fs stats.Summary, burstBytes int) evaluation {
 					outside++
 					logf("departure %d: measured %.1f µs, predicted %.1f µs, residual %.1f µs > allowed %.1f µs",
 						segStart+k, measured/1e3, predicted/1e3, residual/1e3, allowed/1e3)
-					if math.Abs(residual) > allowed+serialization {
+					if crit.oneFrameCap && math.Abs(residual) > allowed+serialization {
 						failf("departure %d: residual %.1f µs is more than one frame time beyond the tolerance", segStart+k, residual/1e3)
 					}
 				}
@@ -226,7 +349,7 @@ func evaluate(ms []match, fs stats.Summary, burstBytes int) evaluation {
 	// late (the bucket credits the lateness back, so it does not add up).
 	// The first rate-limited departures of a burst are therefore early
 	// against the burst's median phase by about that timer latency.
-	if limit := checked / 20; outside > limit {
+	if limit := int(float64(checked) * (1 - crit.within)); outside > limit {
 		failf("%d of %d departures outside 15 µs + 5%% (at most %d allowed)", outside, checked, limit)
 	}
 	if stalls > bursts {
@@ -238,6 +361,9 @@ func evaluate(ms []match, fs stats.Summary, burstBytes int) evaluation {
 		failf("no queue formed: deepest predicted latency %.1f µs", maxQueued/1e3)
 	}
 	rs := stats.Summarize(residuals)
+	if crit.medianWithin > 0 && math.Abs(rs.P50) > crit.medianWithin {
+		failf("median residual %.2f µs beyond ±%.0f µs", rs.P50/1e3, crit.medianWithin/1e3)
+	}
 	logf("%d departures checked, deepest predicted latency %.1f µs (%.1f frames); %d outside 15 µs + 5%%; %d timer stalls",
 		checked, maxQueued/1e3, maxQueued/serialization, outside, stalls)
 	logf("residuals (measured - predicted): min %.2f µs, p50 %.2f µs, mean %.2f µs, p99 %.2f µs, max %.2f µs",
@@ -261,7 +387,7 @@ func splitBursts(ms []match) [][]match {
 
 // send writes one full-size probe whose payload starts with a sequence
 // number, so every packet's UDP payload hash differs.
-func send(t *testing.T, w interface{ Write([]byte) (int, error) }, seq *uint64) {
+func send(t *testing.T, w writer, seq *uint64) {
 	var payload [1472]byte
 	binary.BigEndian.PutUint64(payload[:], sequence(seq))
 	if _, err := w.Write(payload[:]); err != nil {
@@ -280,16 +406,16 @@ func sequence(seq *uint64) uint64 {
 
 // measure captures the router's sender-facing ports (in) and its shaped
 // port (out) while traffic runs, then matches the probes with the LMM.
-func measure(t *testing.T, lab *testlab.Lab, traffic func(seq *uint64)) []match {
+func measure(t *testing.T, r rig, traffic func(seq *uint64)) []match {
 	t.Helper()
 	dir := t.TempDir()
 	ctx := context.Background()
 	filter := capture.Filter{UDPOnly: true, DstPort: probePort}
 	var ingress []string
 	var sessions []*capture.Session
-	for _, ifname := range lab.SenderIfs {
+	for _, p := range r.ingress {
 		filter.Direction = capture.In
-		s, err := capture.Start(ctx, lab.Point(ifname), dir, capture.Options{Filter: filter})
+		s, err := capture.Start(ctx, p, dir, capture.Options{Filter: filter})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -297,7 +423,7 @@ func measure(t *testing.T, lab *testlab.Lab, traffic func(seq *uint64)) []match 
 		ingress = append(ingress, s.File())
 	}
 	filter.Direction = capture.Out
-	out, err := capture.Start(ctx, lab.Point(lab.ShapedIf), dir, capture.Options{Filter: filter})
+	out, err := capture.Start(ctx, r.egress, dir, capture.Options{Filter: filter})
 	if err != nil {
 		t.Fatal(err)
 	}
