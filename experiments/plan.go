@@ -47,10 +47,18 @@ func (r *runner) plan(lab *emu.Lab, p Point, scheme Scheme, seed uint64, dir str
 	if scheme.ECN.On(needsECN(scheme.CC)) {
 		ecn = endpoint.ECNOn
 	}
+	ccFlag := scheme.CC
+	if needsECN(scheme.CC) && lab.Spec.Hosts.Runtime != "" && lab.Spec.Hosts.Runtime != emu.DefaultRuntime {
+		// A container cannot inspect the host's BPF registrations, which
+		// the endpoint does to check a BPF congestion control; the hosts'
+		// default is already this one (Spec.labFor), so sockets get it
+		// without asking.
+		ccFlag = ""
+	}
 	base := func(pattern endpoint.Pattern, host string) endpoint.Config {
 		return endpoint.Config{
 			Pattern: pattern, Host: host, RunDir: dir, Seed: hostSeed(seed, host),
-			CC: scheme.CC, ECN: ecn, DSCP: endpoint.DSCPPolicy{Classes: scheme.DSCP},
+			CC: ccFlag, ECN: ecn, DSCP: endpoint.DSCPPolicy{Classes: scheme.DSCP},
 		}
 	}
 	// Request/response clients wait this long for responses in flight.
