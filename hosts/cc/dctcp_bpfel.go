@@ -16,15 +16,15 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	dctcpMapDctcpRepairs           = "dctcp_repairs"
-	dctcpMapFabricDctcp            = "fabric_dctcp"
-	dctcpProgFabricDctcpCongAvoid  = "fabric_dctcp_cong_avoid"
-	dctcpProgFabricDctcpCwndEvent  = "fabric_dctcp_cwnd_event"
-	dctcpProgFabricDctcpInAckEvent = "fabric_dctcp_in_ack_event"
-	dctcpProgFabricDctcpInit       = "fabric_dctcp_init"
-	dctcpProgFabricDctcpSetState   = "fabric_dctcp_set_state"
-	dctcpProgFabricDctcpSsthresh   = "fabric_dctcp_ssthresh"
-	dctcpProgFabricDctcpUndoCwnd   = "fabric_dctcp_undo_cwnd"
+	dctcpMapDctcpRepairs            = "dctcp_repairs"
+	dctcpMapFabricDctcp             = "fabric_dctcp"
+	dctcpProgFabricDctcpCongControl = "fabric_dctcp_cong_control"
+	dctcpProgFabricDctcpCwndEvent   = "fabric_dctcp_cwnd_event"
+	dctcpProgFabricDctcpInAckEvent  = "fabric_dctcp_in_ack_event"
+	dctcpProgFabricDctcpInit        = "fabric_dctcp_init"
+	dctcpProgFabricDctcpSetState    = "fabric_dctcp_set_state"
+	dctcpProgFabricDctcpSsthresh    = "fabric_dctcp_ssthresh"
+	dctcpProgFabricDctcpUndoCwnd    = "fabric_dctcp_undo_cwnd"
 )
 
 // loadDctcp returns the embedded CollectionSpec for dctcp.
@@ -69,13 +69,13 @@ type dctcpSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type dctcpProgramSpecs struct {
-	FabricDctcpCongAvoid  *ebpf.ProgramSpec `ebpf:"fabric_dctcp_cong_avoid"`
-	FabricDctcpCwndEvent  *ebpf.ProgramSpec `ebpf:"fabric_dctcp_cwnd_event"`
-	FabricDctcpInAckEvent *ebpf.ProgramSpec `ebpf:"fabric_dctcp_in_ack_event"`
-	FabricDctcpInit       *ebpf.ProgramSpec `ebpf:"fabric_dctcp_init"`
-	FabricDctcpSetState   *ebpf.ProgramSpec `ebpf:"fabric_dctcp_set_state"`
-	FabricDctcpSsthresh   *ebpf.ProgramSpec `ebpf:"fabric_dctcp_ssthresh"`
-	FabricDctcpUndoCwnd   *ebpf.ProgramSpec `ebpf:"fabric_dctcp_undo_cwnd"`
+	FabricDctcpCongControl *ebpf.ProgramSpec `ebpf:"fabric_dctcp_cong_control"`
+	FabricDctcpCwndEvent   *ebpf.ProgramSpec `ebpf:"fabric_dctcp_cwnd_event"`
+	FabricDctcpInAckEvent  *ebpf.ProgramSpec `ebpf:"fabric_dctcp_in_ack_event"`
+	FabricDctcpInit        *ebpf.ProgramSpec `ebpf:"fabric_dctcp_init"`
+	FabricDctcpSetState    *ebpf.ProgramSpec `ebpf:"fabric_dctcp_set_state"`
+	FabricDctcpSsthresh    *ebpf.ProgramSpec `ebpf:"fabric_dctcp_ssthresh"`
+	FabricDctcpUndoCwnd    *ebpf.ProgramSpec `ebpf:"fabric_dctcp_undo_cwnd"`
 }
 
 // dctcpMapSpecs contains maps before they are loaded into the kernel.
@@ -133,18 +133,18 @@ type dctcpVariables struct {
 //
 // It can be passed to loadDctcpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type dctcpPrograms struct {
-	FabricDctcpCongAvoid  *ebpf.Program `ebpf:"fabric_dctcp_cong_avoid"`
-	FabricDctcpCwndEvent  *ebpf.Program `ebpf:"fabric_dctcp_cwnd_event"`
-	FabricDctcpInAckEvent *ebpf.Program `ebpf:"fabric_dctcp_in_ack_event"`
-	FabricDctcpInit       *ebpf.Program `ebpf:"fabric_dctcp_init"`
-	FabricDctcpSetState   *ebpf.Program `ebpf:"fabric_dctcp_set_state"`
-	FabricDctcpSsthresh   *ebpf.Program `ebpf:"fabric_dctcp_ssthresh"`
-	FabricDctcpUndoCwnd   *ebpf.Program `ebpf:"fabric_dctcp_undo_cwnd"`
+	FabricDctcpCongControl *ebpf.Program `ebpf:"fabric_dctcp_cong_control"`
+	FabricDctcpCwndEvent   *ebpf.Program `ebpf:"fabric_dctcp_cwnd_event"`
+	FabricDctcpInAckEvent  *ebpf.Program `ebpf:"fabric_dctcp_in_ack_event"`
+	FabricDctcpInit        *ebpf.Program `ebpf:"fabric_dctcp_init"`
+	FabricDctcpSetState    *ebpf.Program `ebpf:"fabric_dctcp_set_state"`
+	FabricDctcpSsthresh    *ebpf.Program `ebpf:"fabric_dctcp_ssthresh"`
+	FabricDctcpUndoCwnd    *ebpf.Program `ebpf:"fabric_dctcp_undo_cwnd"`
 }
 
 func (p *dctcpPrograms) Close() error {
 	return _DctcpClose(
-		p.FabricDctcpCongAvoid,
+		p.FabricDctcpCongControl,
 		p.FabricDctcpCwndEvent,
 		p.FabricDctcpInAckEvent,
 		p.FabricDctcpInit,

@@ -10,7 +10,8 @@
  * the end of the window (snd_nxt at the previous update), α is updated from
  * the marked fraction and a new window starts. The stack enters CWR on ECE
  * at most once per window and asks ssthresh() for the new window, which is
- * cwnd·(1 − α/2). Loss is answered with a TCP halving.
+ * cwnd·(1 − α/2); cong_control() cuts the window to it at once. Loss is
+ * answered with a TCP halving. Growth is Reno's.
  *
  * Receiver. Classic ECN latches ECE until the sender's CWR; DCTCP instead
  * echoes exactly which segments were CE-marked. The stack reports the CE
@@ -45,6 +46,7 @@ struct dctcp {
 	__u32 prior_rcv_nxt; /* receiver: rcv_nxt after the previous segment */
 	__u32 ce;            /* receiver: CE state of the previous segment */
 	__u32 last_cwnd;     /* last window known good, see repair() */
+	__u32 state;         /* congestion state, as last told by set_state */
 };
 
 static __always_inline struct tcp_sock *tcp_of(struct sock *sk)
@@ -83,6 +85,7 @@ void BPF_PROG(fabric_dctcp_init, struct sock *sk)
 	ca->prior_rcv_nxt = tp->rcv_nxt;
 	ca->ce = 0;
 	ca->last_cwnd = tp->snd_cwnd;
+	ca->state = bpf_core_enum_value(enum tcp_ca_state, TCP_CA_Open);
 	start_window(ca, tp);
 }
 
@@ -129,6 +132,11 @@ static __always_inline void count_repair(void)
 static __always_inline int sane(__u32 v)
 {
 	return v > 0 && v <= SANE_CWND_MAX;
+}
+
+static __always_inline __u32 in_flight(struct tcp_sock *tp)
+{
+	return tp->packets_out - tp->sacked_out - tp->lost_out + tp->retrans_out;
 }
 
 /* The window when the current reduction began: the kernel's prior_cwnd,
@@ -205,6 +213,7 @@ void BPF_PROG(fabric_dctcp_set_state, struct sock *sk, __u8 new_state)
 	__u32 prior;
 
 	repair(tp, ca);
+	ca->state = new_state;
 	/* The kernel saved the window in prior_cwnd when this reduction
 	 * began, just before calling ssthresh() and then this. */
 	prior = prior_window(tp, ca);
@@ -218,24 +227,6 @@ void BPF_PROG(fabric_dctcp_set_state, struct sock *sk, __u8 new_state)
 	else if (new_state == bpf_core_enum_value(enum tcp_ca_state, TCP_CA_Recovery) ||
 		 new_state == bpf_core_enum_value(enum tcp_ca_state, TCP_CA_Loss))
 		tp->snd_ssthresh = dctcp_loss_cwnd(prior);
-}
-
-/*
- * keep_window_at_flight runs when a window reduction ends, after the kernel
- * has set cwnd to ssthresh. If more than that is still in flight (the
- * reduction was cut short, or a burst from a lost return value above put
- * it there), cwnd below the flight sends nothing and cures nothing; worse,
- * the next reduction then starts from prior_cwnd = cwnd, and proportional
- * rate reduction with ssthresh = prior_cwnd = 2 sends one packet per packet
- * acknowledged, so the flight, and the switch queue, never shrink. Keeping
- * cwnd at the flight lets the next reduction cut the flight itself.
- */
-static __always_inline void keep_window_at_flight(struct tcp_sock *tp)
-{
-	__u32 flight = tp->packets_out - tp->sacked_out - tp->lost_out + tp->retrans_out;
-
-	if (sane(flight) && flight > tp->snd_cwnd)
-		tp->snd_cwnd = flight;
 }
 
 static __always_inline void echo_ce(struct tcp_sock *tp, __u32 ce)
@@ -255,10 +246,6 @@ void BPF_PROG(fabric_dctcp_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 	__u32 ce;
 
 	repair(tp, ca);
-	if (ev == bpf_core_enum_value(enum tcp_ca_event, CA_EVENT_COMPLETE_CWR)) {
-		keep_window_at_flight(tp);
-		return;
-	}
 	if (ev == bpf_core_enum_value(enum tcp_ca_event, CA_EVENT_ECN_IS_CE))
 		ce = 1;
 	else if (ev == bpf_core_enum_value(enum tcp_ca_event, CA_EVENT_ECN_NO_CE))
@@ -284,11 +271,42 @@ void BPF_PROG(fabric_dctcp_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 	echo_ce(tp, ce);
 }
 
-SEC("struct_ops/fabric_dctcp_cong_avoid")
-void BPF_PROG(fabric_dctcp_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
+/*
+ * cong_control replaces the kernel's per-ACK window logic (proportional rate
+ * reduction, then cong_avoid). Owning it is what makes the lost-return-value
+ * bug above harmless: with a garbage ssthresh the kernel's PRR computes a
+ * window of millions and the flow bursts everything it may send, whereas
+ * here the window is only ever set from validated values, and if the kernel
+ * skips this call nothing happens at all.
+ *
+ * During an ECN reduction (CWR) the window is cut at once to ssthresh, as
+ * RFC 3168 and the DCTCP paper do; the stack then waits for the flight to
+ * drain below it. In loss recovery the flight is kept (one packet out per
+ * packet acknowledged, at least one so retransmissions go out) until the
+ * kernel ends the recovery with cwnd = ssthresh. Otherwise the window grows
+ * as Reno's (slow start, then one segment per window).
+ */
+SEC("struct_ops/fabric_dctcp_cong_control")
+void BPF_PROG(fabric_dctcp_cong_control, struct sock *sk, __u32 ack, int flag,
+	      const struct rate_sample *rs)
 {
-	repair(tcp_of(sk), state_of(sk));
-	tcp_reno_cong_avoid(sk, ack, acked);
+	struct tcp_sock *tp = tcp_of(sk);
+	struct dctcp *ca = state_of(sk);
+	__u32 ss, flight;
+
+	repair(tp, ca);
+	ss = tp->snd_ssthresh;
+	if (ca->state == bpf_core_enum_value(enum tcp_ca_state, TCP_CA_CWR)) {
+		if (tp->snd_cwnd > ss)
+			tp->snd_cwnd = ss;
+	} else if (ca->state == bpf_core_enum_value(enum tcp_ca_state, TCP_CA_Recovery)) {
+		flight = in_flight(tp);
+		if (sane(flight))
+			tp->snd_cwnd = flight + 1 > ss ? flight + 1 : ss;
+	} else {
+		tcp_reno_cong_avoid(sk, ack, rs->acked_sacked);
+	}
+	ca->last_cwnd = tp->snd_cwnd;
 }
 
 SEC("struct_ops/fabric_dctcp_undo_cwnd")
@@ -309,7 +327,7 @@ struct tcp_congestion_ops fabric_dctcp = {
 	.ssthresh = (void *)fabric_dctcp_ssthresh,
 	.set_state = (void *)fabric_dctcp_set_state,
 	.cwnd_event = (void *)fabric_dctcp_cwnd_event,
-	.cong_avoid = (void *)fabric_dctcp_cong_avoid,
+	.cong_control = (void *)fabric_dctcp_cong_control,
 	.undo_cwnd = (void *)fabric_dctcp_undo_cwnd,
 	.flags = TCP_CONG_NEEDS_ECN | TCP_CONG_NON_RESTRICTED,
 	.name = "fabric_dctcp",

@@ -48,10 +48,13 @@ struct tcp_sock {
 	__u8 ecn_flags;
 } __attribute__((preserve_access_index));
 
+struct rate_sample {
+	__u32 acked_sacked;
+} __attribute__((preserve_access_index));
+
 /* Enum values come from the kernel's BTF at load time
  * (bpf_core_enum_value), so only the names are needed here. */
 enum tcp_ca_event {
-	CA_EVENT_COMPLETE_CWR = 2,
 	CA_EVENT_ECN_NO_CE = 4,
 	CA_EVENT_ECN_IS_CE = 5,
 };
@@ -61,6 +64,7 @@ enum tcp_ca_ack_event_flags {
 };
 
 enum tcp_ca_state {
+	TCP_CA_Open = 0,
 	TCP_CA_CWR = 2,
 	TCP_CA_Recovery = 3,
 	TCP_CA_Loss = 4,
@@ -77,7 +81,7 @@ enum inet_csk_ack_state_t {
  */
 struct tcp_congestion_ops {
 	__u32 (*ssthresh)(struct sock *sk);
-	void (*cong_avoid)(struct sock *sk, __u32 ack, __u32 acked);
+	void (*cong_control)(struct sock *sk, __u32 ack, int flag, const struct rate_sample *rs);
 	void (*set_state)(struct sock *sk, __u8 new_state);
 	void (*cwnd_event)(struct sock *sk, enum tcp_ca_event ev);
 	void (*in_ack_event)(struct sock *sk, __u32 flags);
