@@ -108,7 +108,8 @@ func TestHULLPaperChecks(t *testing.T) {
 	}
 	t.Log(table.String())
 	if repairs, err := cc.KernelBugRepairs(); err == nil {
-		t.Logf("DCTCP values repaired after lost struct_ops return values (hosts/cc README): %d", repairs-repairs0)
+		// Registrations that ended meanwhile take their counts with them.
+		t.Logf("DCTCP values repaired after lost struct_ops return values (hosts/cc README): %d", repairs-min(repairs0, repairs))
 	}
 
 	tcp, dctcp, pq, pqp := res["TCP-DropTail"], res["DCTCP-30K"], res["DCTCP-PQ950"], res["DCTCP-PQ950-Pacer"]
@@ -123,10 +124,10 @@ func TestHULLPaperChecks(t *testing.T) {
 	// ... with the queue held near K. Two flows cannot send less than two
 	// segments each, and this lab's path holds less than one (min RTT
 	// tens of µs), so the queue cannot go below about four frames however
-	// hard DCTCP cuts: "near K" is near max(K, that floor). Allow 3× for
+	// hard DCTCP cuts: "near K" is near max(K, that floor). Allow 2× for
 	// HTB's burst and timer slack on a loaded machine.
 	const kBytes, floorBytes = 3000.0, 2 * 2 * 1514.0
-	nearK := 3 * max(kBytes, floorBytes) * 8 / hullRateMbit // µs
+	nearK := 2 * max(kBytes, floorBytes) * 8 / hullRateMbit // µs
 	if dctcp.meanUS > nearK {
 		t.Errorf("DCTCP-K mean switch latency %.1f µs, want near K (≤ %.0f µs)", dctcp.meanUS, nearK)
 	}
