@@ -2,6 +2,8 @@ package pacer
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"fabric/hosts/cc/cctest"
 	"fabric/internal/testenv"
 	"fabric/internal/units"
+	"fabric/tc"
 )
 
 const lineRate = 100 * units.Rate(1e6)
@@ -181,5 +184,88 @@ func TestPacerJoinsPortTree(t *testing.T) {
 	classes, _ = p.A.Handle.ClassList(l, 0)
 	if len(classes) != 2 {
 		t.Errorf("after Stop the port tree has %d classes, want its 2", len(classes))
+	}
+}
+
+// TestPacerBeforePortPrograms runs the pacer on a NIC that tc has made a
+// two-band port (HTB 1: → 1:1 → 1:10, 1:11, and tc's eBPF classifier at
+// clsact egress, filter priority 0x100). The pacer's filter must run first
+// and send associated flows to its bucket under 1:1, tc's classifier must
+// still classify the rest, and Stop must leave tc's port as it was.
+func TestPacerBeforePortPrograms(t *testing.T) {
+	testenv.RequireRoot(t)
+	name := ensureDCTCP(t)
+	p := cctest.NewPair(t, "pp")
+	lab := fmt.Sprintf("tpp%d", os.Getpid())
+	target := tc.Target{Lab: lab, Node: "a", Ifname: p.A.If, NetNS: p.A.Path(), PeerNode: "b", PeerIfname: p.B.If, PeerNetNS: p.B.Path()}
+	port, err := tc.PortSpec{Queues: &tc.QueuesSpec{Bands: 2}}.Resolve(lineRate, 1500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tc.Apply(context.Background(), target, port); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		tc.Remove(context.Background(), target)
+		tc.ForgetLab(lab)
+	})
+	l, err := p.A.Handle.LinkByName(p.A.If)
+	if err != nil {
+		t.Fatal(err)
+	}
+	egressFilters := func() []netlink.Filter {
+		fs, err := p.A.Handle.FilterList(l, netlink.HANDLE_MIN_EGRESS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fs
+	}
+	before := egressFilters()
+	if len(before) == 0 {
+		t.Fatal("tc attached no egress classifier to a two-band port")
+	}
+	p.B.MarkCE(t, 0.2)
+
+	pc, err := Start(context.Background(), p.A.Path(), p.A.If, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(egressFilters()); got != len(before)+1 {
+		t.Errorf("egress filters after Start: %d, want tc's %d + the pacer's", got, len(before))
+	}
+	x, err := p.Send(name, 5102, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := pc.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	classes, err := p.A.Handle.ClassList(l, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bandBytes uint64
+	for _, c := range classes {
+		a := c.Attrs()
+		if (a.Handle == netlink.MakeHandle(1, 0x10) || a.Handle == netlink.MakeHandle(1, 0x11)) && a.Statistics != nil && a.Statistics.Basic != nil {
+			bandBytes += a.Statistics.Basic.Bytes
+		}
+	}
+	t.Logf("flow %.1f Mbit/s; pacer %+v; tc bands carried %d bytes", x.Mbps(), s, bandBytes)
+	if s.Paced == 0 || s.BucketBytes == 0 {
+		t.Errorf("nothing went through the bucket: %+v", s)
+	}
+	if bandBytes == 0 {
+		t.Error("tc's bands carried nothing: unassociated packets (the handshake, the flow's start) must still reach them")
+	}
+	if err := pc.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(egressFilters()); got != len(before) {
+		t.Errorf("egress filters after Stop: %d, want tc's %d", got, len(before))
+	}
+	if q := rootQdisc(t, p.A); q == nil || q.Type() != "htb" {
+		t.Errorf("Stop removed tc's root: %v", q)
 	}
 }
