@@ -2,6 +2,7 @@ package emu
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"sort"
 	"strings"
@@ -62,6 +63,21 @@ type Iface struct {
 	Link     *Link
 	Local    netip.Addr
 	PeerAddr netip.Addr
+}
+
+// MAC is the interface's hardware address, fixed by the link's index and
+// side (locally administered, 02:fb:…). Knowing every address in advance
+// lets Up install permanent neighbour entries: the kernel's ARP table is
+// shared by all namespaces and holds 1024 dynamic entries by default
+// (gc_thresh3), which a k=16 fat tree alone would overflow; permanent
+// entries do not count against it, and no ARP packets reach captures.
+func (i *Iface) MAC() net.HardwareAddr {
+	side := byte(0)
+	if i.Link.B == i {
+		side = 1
+	}
+	n := i.Link.Index
+	return net.HardwareAddr{0x02, 0xfb, byte(n >> 16), byte(n >> 8), byte(n), side}
 }
 
 // Label is "node:ifname", the way ports are named everywhere.

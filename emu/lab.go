@@ -334,11 +334,12 @@ func (b *build) links(ctx context.Context) error {
 		h := b.nodes[n].nl
 		for _, l := range byNode[n] {
 			veth := &netlink.Veth{
-				LinkAttrs:     netlink.LinkAttrs{Name: l.A.Name, MTU: l.MTU, TxQLen: -1},
-				PeerName:      l.B.Name,
-				PeerMTU:       uint32(l.MTU),
-				PeerTxQLen:    -1,
-				PeerNamespace: netlink.NsFd(b.nodes[l.B.Node].ns),
+				LinkAttrs:        netlink.LinkAttrs{Name: l.A.Name, MTU: l.MTU, TxQLen: -1, HardwareAddr: l.A.MAC()},
+				PeerName:         l.B.Name,
+				PeerHardwareAddr: l.B.MAC(),
+				PeerMTU:          uint32(l.MTU),
+				PeerTxQLen:       -1,
+				PeerNamespace:    netlink.NsFd(b.nodes[l.B.Node].ns),
 			}
 			if err := h.LinkAdd(veth); err != nil {
 				return fmt.Errorf("link %s – %s: %w", l.A.Label(), l.B.Label(), err)
@@ -371,10 +372,22 @@ func (b *build) configure(n *Node) error {
 			if err := ethtool.SetOffloads(c.ethtool, i.Name, ethtool.Offloads{}); err != nil {
 				return fmt.Errorf("%s: %w", i.Label(), err)
 			}
+			// With GSO off TCP still builds multi-segment skbs, and they
+			// are only split after the qdisc: the queue and its markers
+			// would see 5-7 KB packets. One segment per skb makes every
+			// queued packet a wire packet.
+			if err := h.LinkSetGSOMaxSegs(link, 1); err != nil {
+				return fmt.Errorf("%s: gso_max_segs: %w", i.Label(), err)
+			}
 		}
 		addr := &netlink.Addr{IPNet: hostNet(i.Local), Peer: hostNet(i.PeerAddr)}
 		if err := h.AddrAdd(link, addr); err != nil {
 			return fmt.Errorf("%s: address %s peer %s: %w", i.Label(), i.Local, i.PeerAddr, err)
+		}
+		neigh := &netlink.Neigh{LinkIndex: link.Attrs().Index, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
+			IP: net.IP(i.PeerAddr.AsSlice()), HardwareAddr: i.Peer.MAC()}
+		if err := h.NeighAdd(neigh); err != nil {
+			return fmt.Errorf("%s: neighbour %s: %w", i.Label(), i.PeerAddr, err)
 		}
 		if err := h.LinkSetUp(link); err != nil {
 			return fmt.Errorf("%s: up: %w", i.Label(), err)
@@ -398,15 +411,17 @@ func (b *build) configure(n *Node) error {
 		b.spent.routes.Add(int64(tPorts.Sub(tRoutes)))
 		b.spent.ports.Add(int64(time.Since(tPorts)))
 	}()
+	var ports []tc.PortConfig
 	for _, i := range n.Ifaces {
 		ps, path := b.spec.PortSpec(i)
 		port, err := ps.Resolve(i.Link.Rate, i.Link.MTU)
 		if err != nil {
 			return fmt.Errorf("%s: %s: %w", i.Label(), path, err)
 		}
-		if err := tc.Apply(context.Background(), portTarget(b.lab, i), port); err != nil {
-			return fmt.Errorf("%s: queue: %w", i.Label(), err)
-		}
+		ports = append(ports, tc.PortConfig{Target: portTarget(b.lab, i), Port: port})
+	}
+	if err := tc.ApplyNode(context.Background(), ports); err != nil {
+		return fmt.Errorf("%s: queues: %w", n.Name, err)
 	}
 	return nil
 }

@@ -84,6 +84,30 @@ func TestFatTreeK4PingAllAndECMP(t *testing.T) {
 		t.Fatalf("pingall: %d/%d received; lost %v", res.Received, res.Sent, res.Lost())
 	}
 
+	// Neighbours are permanent entries with the generated MACs, so the
+	// machine-wide ARP table never fills, however many labs run.
+	err = lab.Do("h0", func() error {
+		l, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		neighs, err := netlink.NeighList(l.Attrs().Index, netlink.FAMILY_V4)
+		if err != nil {
+			return err
+		}
+		want := lab.Graph.Node("h0").Ifaces[0].Peer.MAC().String()
+		if len(neighs) != 1 || neighs[0].State != netlink.NUD_PERMANENT || neighs[0].HardwareAddr.String() != want {
+			return fmt.Errorf("h0 neighbours %+v, want one permanent entry for %s", neighs, want)
+		}
+		if segs := l.Attrs().GSOMaxSegs; segs != 1 {
+			return fmt.Errorf("h0:eth0 gso_max_segs %d, want 1", segs)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	// The kernel holds the multipath routes the graph computed: an edge
 	// switch reaches another pod over both aggregation switches.
 	err = lab.Do("p0e0", func() error {

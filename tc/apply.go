@@ -66,6 +66,43 @@ func Apply(ctx context.Context, t Target, p Port) error {
 		return fmt.Errorf("port %s: %w", t, err)
 	}
 	defer c.Close()
+	return applyWith(ctx, c, t, p)
+}
+
+// PortConfig pairs a port with its settings, for ApplyNode.
+type PortConfig struct {
+	Target Target
+	Port   Port
+}
+
+// ApplyNode applies several ports of one namespace over a single netlink
+// connection. Opening the connection (entering the namespace twice) costs
+// more than building a plain port, so a lab build applies ports node by
+// node. Every port must have the same Target.NetNS.
+func ApplyNode(ctx context.Context, ports []PortConfig) error {
+	if len(ports) == 0 {
+		return nil
+	}
+	c, err := openNS(ports[0].Target.NetNS)
+	if err != nil {
+		return fmt.Errorf("port %s: %w", ports[0].Target, err)
+	}
+	defer c.Close()
+	for _, pc := range ports {
+		if pc.Target.NetNS != ports[0].Target.NetNS {
+			return fmt.Errorf("port %s: ApplyNode given ports of two namespaces", pc.Target)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := applyWith(ctx, c, pc.Target, pc.Port); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func applyWith(ctx context.Context, c *nsConn, t Target, p Port) error {
 	link, err := c.h.LinkByName(t.Ifname)
 	if err != nil {
 		return fmt.Errorf("port %s: %w", t, err)
