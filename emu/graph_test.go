@@ -159,6 +159,7 @@ func TestBadInput(t *testing.T) {
 		{"bad mtu", "name: a\ntopology: {kind: star, hosts: 2}\nlinks: {mtu: 100}\n", "bad.yaml:3: links.mtu: 100 is out of range"},
 		{"unknown runtime", "name: a\ntopology: {kind: star, hosts: 2}\nhosts: {runtime: vm}\n", "bad.yaml:3: hosts.runtime: unknown host runtime \"vm\""},
 		{"bad sysctl", "name: a\ntopology: {kind: star, hosts: 2}\nhosts:\n  sysctls: {kernel.panic: 1}\n", "bad.yaml:4: hosts.sysctls.kernel.panic: not a namespaced network sysctl"},
+		{"unknown cc", "name: a\ntopology: {kind: star, hosts: 2}\nhosts:\n  cc: vegas\n", "bad.yaml:4: hosts.cc: unknown congestion control \"vegas\""},
 		{"k not int", "name: a\ntopology:\n  kind: fattree\n  k: four\n", "bad.yaml:4: topology.k: want an integer, got \"four\""},
 	}
 	for _, c := range cases {

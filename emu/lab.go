@@ -18,6 +18,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"fabric/hosts/cc"
 	"fabric/internal/ethtool"
 	"fabric/tc"
 )
@@ -213,6 +214,13 @@ feed:
 }
 
 func (b *build) run(ctx context.Context, st *State) error {
+	if name := b.spec.Hosts.CC; name != "" {
+		// Registered before any host namespace sets it as its default;
+		// the pin under the lab's BPF directory goes at Down.
+		if _, err := cc.Register(ctx, b.lab, name); err != nil {
+			return fmt.Errorf("hosts.cc %s: %w", name, err)
+		}
+	}
 	t0 := time.Now()
 	if err := b.namespaces(ctx, st); err != nil {
 		return err
@@ -289,6 +297,16 @@ func (b *build) prepare(n *Node) error {
 	for _, kv := range sysctls {
 		if err := ensureSysctl(kv[0], kv[1]); err != nil {
 			return fmt.Errorf("%s: %w", n.Name, err)
+		}
+	}
+	if n.Kind == Host && b.spec.Hosts.CC != "" {
+		if err := writeSysctl("net.ipv4.tcp_congestion_control", b.spec.Hosts.CC); err != nil {
+			return fmt.Errorf("%s: hosts.cc: %w", n.Name, err)
+		}
+		if b.spec.Hosts.CC == "dctcp" { // DCTCP needs ECN negotiated (RFC 8257 §3)
+			if err := writeSysctl("net.ipv4.tcp_ecn", "1"); err != nil {
+				return fmt.Errorf("%s: hosts.cc: %w", n.Name, err)
+			}
 		}
 	}
 	if n.Kind == Host {
@@ -521,6 +539,7 @@ func Down(ctx context.Context, lab string) error {
 		signalAll(pids, unix.SIGKILL)
 	}
 	errs = append(errs, parallel(ctx, paths, removeNetNS))
+	errs = append(errs, cc.Unregister(lab))
 	errs = append(errs, tc.ForgetLab(lab)) // pinned maps under tc.BPFRoot/<lab>
 	if err := os.RemoveAll(LabDir(lab)); err != nil {
 		errs = append(errs, err)

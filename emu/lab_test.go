@@ -260,3 +260,28 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	assertNothingLeft(t, lab)
 }
+
+// hosts.cc: dctcp makes DCTCP every host's default, registering fabric's
+// BPF DCTCP when the kernel has none, and Down takes the registration away.
+func TestLabCongestionControl(t *testing.T) {
+	testenv.RequireRoot(t)
+	before, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
+	lab := upForTest(t, "name: t-emu-cc\ntopology: {kind: star, hosts: 2}\nhosts: {cc: dctcp}\n")
+	err := lab.Do("h0", func() error {
+		got, err := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control")
+		if err != nil || strings.TrimSpace(string(got)) != "dctcp" {
+			return fmt.Errorf("h0 default cc %q (%v), want dctcp", got, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lab.Down(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
+	if !strings.Contains(string(before), "dctcp") && strings.Contains(string(after), "dctcp") {
+		t.Fatalf("dctcp still registered after down: %s", after)
+	}
+}

@@ -88,7 +88,11 @@ type HostsSpec struct {
 	Runtime string            `yaml:"runtime,omitempty" json:"runtime,omitempty"` // netns (default) | docker
 	Image   string            `yaml:"image,omitempty" json:"image,omitempty"`     // docker image
 	Sysctls map[string]string `yaml:"sysctls,omitempty" json:"sysctls,omitempty"` // applied in every host namespace
-	NIC     tc.PortSpec       `yaml:"nic,omitempty" json:"nic,omitempty"`         // host egress queue
+	// CC is the hosts' default TCP congestion control (cubic, reno, bbr,
+	// dctcp). dctcp comes from the kernel when it has it, otherwise from
+	// fabric's BPF struct_ops, registered for as long as the lab is up.
+	CC  string      `yaml:"cc,omitempty" json:"cc,omitempty"`
+	NIC tc.PortSpec `yaml:"nic,omitempty" json:"nic,omitempty"` // host egress queue
 }
 
 // Defaults that apply when a lab file does not say.
@@ -168,6 +172,11 @@ func (s *Spec) validate() error {
 	}
 	if s.Hosts.Runtime == DefaultRuntime && s.Hosts.Image != "" {
 		return yamlfile.Field("hosts.image", "is only used with runtime: docker")
+	}
+	switch s.Hosts.CC {
+	case "", "cubic", "reno", "bbr", "dctcp":
+	default:
+		return yamlfile.Field("hosts.cc", "unknown congestion control %q: want cubic, reno, bbr or dctcp", s.Hosts.CC)
 	}
 	for _, k := range sortedKeys(s.Hosts.Sysctls) {
 		if !validSysctl(k) {
