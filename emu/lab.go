@@ -20,6 +20,7 @@ import (
 
 	"fabric/hosts/cc"
 	"fabric/internal/ethtool"
+	"fabric/internal/netnsutil"
 	"fabric/tc"
 )
 
@@ -105,7 +106,7 @@ func (l *Lab) Do(node string, fn func() error) error {
 	if err != nil {
 		return err
 	}
-	return inNetNS(p, fn)
+	return netnsutil.Do(p, fn)
 }
 
 // PortTarget describes the egress port ifname of node for package tc.
@@ -278,9 +279,9 @@ func (b *build) namespaces(ctx context.Context, st *State) error {
 			if err := hostRT.Create(ctx, ref); err != nil {
 				return fmt.Errorf("runtime %s: %w", rt, err) // the runtime names the host
 			}
-			return inNetNS(path, prepare)
+			return netnsutil.Do(path, prepare)
 		}
-		return newNetNS(path, prepare)
+		return netnsutil.Create(path, prepare)
 	})
 	if len(st.Hosts) > 0 {
 		err = errors.Join(err, writeState(st))
@@ -538,7 +539,7 @@ func Down(ctx context.Context, lab string) error {
 		}
 		signalAll(pids, unix.SIGKILL)
 	}
-	errs = append(errs, parallel(ctx, paths, removeNetNS))
+	errs = append(errs, parallel(ctx, paths, netnsutil.Remove))
 	errs = append(errs, cc.Unregister(lab))
 	errs = append(errs, tc.ForgetLab(lab)) // pinned maps under tc.BPFRoot/<lab>
 	if err := os.RemoveAll(LabDir(lab)); err != nil {

@@ -6,95 +6,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
-
-// inNetNS runs fn on a thread that has entered the namespace at path, and
-// returns the thread to its own namespace afterwards. If the thread cannot
-// be returned it stays locked, so the Go runtime discards it rather than
-// letting another goroutine run in the wrong namespace.
-func inNetNS(path string, fn func() error) error {
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	defer orig.Close()
-	target, err := netns.GetFromPath(path)
-	if err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("open namespace %s: %w", path, err)
-	}
-	defer target.Close()
-	if err := netns.Set(target); err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("enter namespace %s: %w", path, err)
-	}
-	fnErr := fn()
-	if err := netns.Set(orig); err != nil {
-		return errors.Join(fnErr, fmt.Errorf("leave namespace %s: %w", path, err))
-	}
-	runtime.UnlockOSThread()
-	return fnErr
-}
-
-// newNetNS creates a namespace bind-mounted at path and runs fn inside it.
-func newNetNS(path string, fn func() error) error {
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	defer orig.Close()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o444)
-	if err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("namespace %s: %w", path, err)
-	}
-	f.Close()
-	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-		os.Remove(path)
-		runtime.UnlockOSThread()
-		return fmt.Errorf("unshare: %w", err)
-	}
-	self := fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid())
-	err = unix.Mount(self, path, "", unix.MS_BIND, "")
-	if err == nil {
-		err = fn()
-	} else {
-		err = fmt.Errorf("bind-mount namespace at %s: %w", path, err)
-	}
-	if serr := netns.Set(orig); serr != nil {
-		return errors.Join(err, serr) // thread stays locked and dies with the goroutine
-	}
-	runtime.UnlockOSThread()
-	return err
-}
-
-// removeNetNS unmounts and deletes a named namespace. The kernel frees the
-// namespace, and the veth ends inside it, once nothing holds it.
-func removeNetNS(path string) error {
-	err := unix.Unmount(path, unix.MNT_DETACH)
-	if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("unmount %s: %w", path, err)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return nil
-}
 
 // ensureSysctl writes a sysctl only when it differs: a new namespace
 // inherits much of the root namespace's IPv4 settings, reading is cheap,

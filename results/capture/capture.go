@@ -30,6 +30,8 @@ import (
 	"github.com/gopacket/gopacket/afpacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
+
+	"fabric/internal/netnsutil"
 )
 
 // DefaultSnaplen keeps Ethernet, IPv4, TCP with options or UDP with 64+
@@ -130,7 +132,7 @@ func Start(ctx context.Context, p Point, dir string, opts Options) (*Session, er
 		stopping: make(chan time.Time, 1),
 		done:     make(chan struct{}),
 	}
-	err = InNetNS(p.NetNS, func() error {
+	err = netnsutil.Do(p.NetNS, func() error {
 		// afpacket binds the socket and resolves the interface index in
 		// the calling thread's namespace, so all of it happens in here.
 		tp, err := afpacket.NewTPacket(

@@ -28,7 +28,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"sync"
 	"time"
 
@@ -38,6 +37,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"fabric/internal/netnsutil"
 	"fabric/internal/units"
 )
 
@@ -260,29 +260,7 @@ func (p *Pacer) replaceBfifo(handle, parent, limit uint32) error {
 }
 
 // inNS runs fn on a thread inside the pacer's namespace.
-func (p *Pacer) inNS(fn func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return err
-	}
-	defer orig.Close()
-	target, err := netns.GetFromPath(p.nsPath)
-	if err != nil {
-		return err
-	}
-	defer target.Close()
-	if err := netns.Set(target); err != nil {
-		return err
-	}
-	defer func() {
-		if err := netns.Set(orig); err != nil {
-			panic(fmt.Sprintf("pacer: cannot return to the original namespace: %v", err))
-		}
-	}()
-	return fn()
-}
+func (p *Pacer) inNS(fn func() error) error { return netnsutil.Do(p.nsPath, fn) }
 
 func (p *Pacer) loadPrograms() error {
 	spec, err := loadPacer()

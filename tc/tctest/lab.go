@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"fabric/internal/ethtool"
+	"fabric/internal/netnsutil"
 	"fabric/tc"
 )
 
@@ -198,26 +199,7 @@ func (l *Lab) Do(node string, fn func() error) error {
 	if !ok {
 		return fmt.Errorf("lab %s has no node %q", l.Name, node)
 	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(ns); err != nil {
-			errc <- err
-			return
-		}
-		err = fn()
-		if err2 := netns.Set(orig); err2 == nil {
-			runtime.UnlockOSThread()
-		} // else the thread dies with the goroutine, still locked
-		errc <- err
-	}()
-	return <-errc
+	return netnsutil.DoHandle(ns, l.nsName(node), fn)
 }
 
 // Sysctl sets a /proc/sys/net value inside node's namespace.

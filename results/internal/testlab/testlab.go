@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"fabric/internal/ethtool"
+	"fabric/internal/netnsutil"
 	"fabric/results/capture"
 )
 
@@ -162,7 +163,7 @@ func newNode(name string) (*Node, error) {
 // sysctl writes a per-namespace sysctl from inside the namespace: /proc/sys/net
 // resolves to the namespace of the thread that opens it.
 func sysctl(nsPath, key, value string) error {
-	return capture.InNetNS(nsPath, func() error {
+	return netnsutil.Do(nsPath, func() error {
 		return os.WriteFile("/proc/sys/"+key, []byte(value), 0o644)
 	})
 }
@@ -226,7 +227,7 @@ func (l *Lab) link(rh *netlink.Handle, rif string, gw netip.Addr, h *Node) error
 }
 
 func offloadsOff(nsPath, ifname string) error {
-	return capture.InNetNS(nsPath, func() error {
+	return netnsutil.Do(nsPath, func() error {
 		fd, err := ethtool.Socket()
 		if err != nil {
 			return err
@@ -270,7 +271,7 @@ func shape(h *netlink.Handle, ifname string, rateBPS uint64, burst uint32) error
 // DialUDP opens a UDP socket in sender i connected to the receiver's port.
 func (l *Lab) DialUDP(i int, port int) (*net.UDPConn, error) {
 	var c *net.UDPConn
-	err := capture.InNetNS(l.Senders[i].Path, func() error {
+	err := netnsutil.Do(l.Senders[i].Path, func() error {
 		var err error
 		c, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: l.Receiver.Addr.AsSlice(), Port: port})
 		return err
@@ -282,7 +283,7 @@ func (l *Lab) DialUDP(i int, port int) (*net.UDPConn, error) {
 // receiver from answering with ICMP port-unreachable.
 func (l *Lab) ListenUDP(port int) (*net.UDPConn, error) {
 	var c *net.UDPConn
-	err := capture.InNetNS(l.Receiver.Path, func() error {
+	err := netnsutil.Do(l.Receiver.Path, func() error {
 		var err error
 		c, err = net.ListenUDP("udp4", &net.UDPAddr{Port: port})
 		return err
@@ -293,7 +294,7 @@ func (l *Lab) ListenUDP(port int) (*net.UDPConn, error) {
 // Listen opens a TCP listener on the receiver.
 func (l *Lab) Listen(port int) (net.Listener, error) {
 	var ln net.Listener
-	err := capture.InNetNS(l.Receiver.Path, func() error {
+	err := netnsutil.Do(l.Receiver.Path, func() error {
 		var err error
 		ln, err = net.Listen("tcp4", fmt.Sprintf(":%d", port))
 		return err
@@ -304,7 +305,7 @@ func (l *Lab) Listen(port int) (net.Listener, error) {
 // DialTCP connects sender i to the receiver's TCP port.
 func (l *Lab) DialTCP(i int, port int) (net.Conn, error) {
 	var c net.Conn
-	err := capture.InNetNS(l.Senders[i].Path, func() error {
+	err := netnsutil.Do(l.Senders[i].Path, func() error {
 		var err error
 		c, err = net.Dial("tcp4", net.JoinHostPort(l.Receiver.Addr.String(), fmt.Sprint(port)))
 		return err
