@@ -155,6 +155,19 @@ func (s *Spec) Validate() error {
 	return err
 }
 
+// Locate returns the line of the field at path in the spec's file (0 for
+// specs built in Go), for tools that report on a lab file.
+func (s *Spec) Locate(path string) int { return s.doc.Locate(path) }
+
+// Wrap turns a FieldError into a file:line: field error for this spec's
+// file (unchanged for specs built in Go).
+func (s *Spec) Wrap(err error) error {
+	if s.doc == nil {
+		return err
+	}
+	return s.doc.Wrap(err)
+}
+
 func (s *Spec) validate() error {
 	switch {
 	case s.Name == "":

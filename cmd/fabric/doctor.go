@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"fabric/emu"
 	"fabric/hosts/cc"
 	"fabric/internal/doctor"
 	"fabric/internal/units"
@@ -107,30 +108,11 @@ func (r *report) programNeeds(why string) []need {
 	}
 }
 
-// labFile is the part of a lab file doctor reads: its port settings. The
-// other sections are accepted as they are (emu validates them).
-type labFile struct {
-	Ports tc.PortsSpec `yaml:"ports,omitempty"`
-	Hosts struct {
-		NIC  tc.PortSpec    `yaml:"nic,omitempty"`
-		Rest map[string]any `yaml:",inline"`
-	} `yaml:"hosts,omitempty"`
-	Rest map[string]any `yaml:",inline"`
-}
-
 // labNeeds lists the features the port settings of file need.
 func labNeeds(file string, r *report) ([]need, []string, error) {
-	var lf labFile
-	doc, err := yamlfile.Load(file, &lf)
+	lf, err := emu.Load(file) // the whole file, as `fabric up` reads it
 	if err != nil {
 		return nil, nil, err
-	}
-	var tiers []string
-	for t := range lf.Ports.Tiers {
-		tiers = append(tiers, t) // the topology decides tier names; emu checks them
-	}
-	if err := lf.Ports.Validate(tiers); err != nil {
-		return nil, nil, doc.Wrap(yamlfile.In("ports", err))
 	}
 	type layer struct {
 		path string
@@ -154,9 +136,13 @@ func labNeeds(file string, r *report) ([]need, []string, error) {
 			}
 		}
 	}
+	if lf.Hosts.CC == cc.DCTCP {
+		add(need{Feature: "dctcp", For: fmt.Sprintf("%s:%d: hosts.cc", file, lf.Locate("hosts.cc")),
+			OK: !strings.HasPrefix(r.DCTCP, "unavailable"), Reason: r.DCTCP})
+	}
 	for _, l := range layers {
 		where := func(field string) string {
-			return fmt.Sprintf("%s:%d: %s.%s", file, doc.Locate(l.path+"."+field), l.path, field)
+			return fmt.Sprintf("%s:%d: %s.%s", file, lf.Locate(l.path+"."+field), l.path, field)
 		}
 		s := l.spec
 		if s.Delay != nil && *s.Delay > 0 {
@@ -167,7 +153,7 @@ func labNeeds(file string, r *report) ([]need, []string, error) {
 		// The link rate is not known here; 1 Gbit stands in for an unset rate.
 		p, err := s.Resolve(units.Gbit, 1500)
 		if err != nil {
-			return nil, nil, doc.Wrap(yamlfile.In(l.path, err))
+			return nil, nil, lf.Wrap(yamlfile.In(l.path, err))
 		}
 		if p.Bands > 1 {
 			add(r.programNeeds(where("queues"))...)
