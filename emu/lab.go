@@ -129,14 +129,19 @@ func portTarget(lab string, i *Iface) tc.Target {
 	}
 }
 
-// PortSpec is the merged port setting of an egress interface: switch
-// ports from `ports:` (defaults ← tier ← "node:ifname"), host NICs from
-// `hosts.nic`.
-func (s *Spec) PortSpec(i *Iface) (tc.PortSpec, string) {
+// Port is the resolved queue of an egress interface: switch ports from
+// `ports:` (defaults ← tier ← "node:ifname"), host NICs from `hosts.nic`,
+// both on top of the link's rate and MTU.
+func (s *Spec) Port(i *Iface) (tc.Port, error) {
+	spec, section := s.Ports.For(i.Node.Name, i.Node.Tier, i.Name), "ports"
 	if i.Node.Kind == Host {
-		return s.Hosts.NIC, "hosts.nic"
+		spec, section = s.Hosts.NIC, "hosts.nic"
 	}
-	return s.Ports.For(i.Node.Name, i.Node.Tier, i.Name), "ports"
+	p, err := spec.Resolve(i.Link.Rate, i.Link.MTU)
+	if err != nil {
+		return p, fmt.Errorf("%s: %s: %w", i.Label(), section, err)
+	}
+	return p, nil
 }
 
 // build is one run of Up.
@@ -432,10 +437,9 @@ func (b *build) configure(n *Node) error {
 	}()
 	var ports []tc.PortConfig
 	for _, i := range n.Ifaces {
-		ps, path := b.spec.PortSpec(i)
-		port, err := ps.Resolve(i.Link.Rate, i.Link.MTU)
+		port, err := b.spec.Port(i)
 		if err != nil {
-			return fmt.Errorf("%s: %s: %w", i.Label(), path, err)
+			return err
 		}
 		ports = append(ports, tc.PortConfig{Target: portTarget(b.lab, i), Port: port})
 	}
@@ -472,10 +476,9 @@ func (l *Lab) Ports() ([]PortInfo, error) {
 				continue
 			}
 			for _, i := range n.Ifaces {
-				ps, _ := l.Spec.PortSpec(i)
-				p, err := ps.Resolve(i.Link.Rate, i.Link.MTU)
+				p, err := l.Spec.Port(i)
 				if err != nil {
-					return nil, fmt.Errorf("%s: %w", i.Label(), err)
+					return nil, err
 				}
 				out = append(out, PortInfo{Iface: i, Target: portTarget(l.Name, i), Port: p})
 			}

@@ -2,6 +2,7 @@ package emu
 
 import (
 	"fmt"
+	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -112,16 +113,11 @@ var (
 // Load reads and validates a lab file. Every error names the file, the
 // line and the field, and is an *yamlfile.Error.
 func Load(file string) (*Spec, error) {
-	var s Spec
-	doc, err := yamlfile.Load(file, &s)
+	data, err := os.ReadFile(file)
 	if err != nil {
-		return nil, err
+		return nil, &yamlfile.Error{File: file, Msg: err.Error()}
 	}
-	s.File, s.doc = file, doc
-	if err := s.Validate(); err != nil {
-		return nil, err
-	}
-	return &s, nil
+	return Parse(file, data)
 }
 
 // Parse is Load for bytes already in memory; file names them in errors.

@@ -223,8 +223,7 @@ func moveRecords(src, dst string) error {
 
 // portRate is the resolved rate of a switch (or host) egress port.
 func portRate(spec *emu.Spec, i *emu.Iface) (units.Rate, error) {
-	ps, _ := spec.PortSpec(i)
-	port, err := ps.Resolve(i.Link.Rate, i.Link.MTU)
+	port, err := spec.Port(i)
 	if err != nil {
 		return 0, err
 	}

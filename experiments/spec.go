@@ -410,9 +410,8 @@ func (s *Spec) validateScheme(name string) error {
 	// threshold above the buffer) is found now.
 	for _, node := range s.graph.Nodes {
 		for _, i := range node.Ifaces {
-			ps, where := merged.PortSpec(i)
-			if _, err := ps.Resolve(i.Link.Rate, i.Link.MTU); err != nil {
-				return yamlfile.Field(path+".ports", "port %s (%s merged with the lab's): %v", i.Label(), where, err)
+			if _, err := merged.Port(i); err != nil {
+				return yamlfile.Field(path+".ports", "merged with the lab's settings: port %v", err)
 			}
 		}
 	}

@@ -7,18 +7,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/client"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"fabric/emu"
 	"fabric/hosts"
+	"fabric/internal/netnsutil"
 )
 
 // Every resource these tests make is named with this prefix plus a random
@@ -165,42 +164,19 @@ func nsInode(t *testing.T, path string) uint64 {
 }
 
 // newTestNetNS makes an empty namespace mounted at /run/netns/<name>,
-// removed when the test ends. netns.NewNamed moves the calling thread into
-// the new namespace, so this runs on a locked thread and moves back.
+// removed when the test ends.
 func newTestNetNS(t *testing.T, name string) string {
 	t.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		h, err := netns.NewNamed(name)
-		if err != nil {
-			netns.Set(orig)
-			errc <- err
-			return
-		}
-		h.Close()
-		if err := netns.Set(orig); err != nil {
-			errc <- err // the thread stays locked and is discarded
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- nil
-	}()
-	if err := <-errc; err != nil {
+	path := filepath.Join("/run/netns", name)
+	if err := netnsutil.Create(path, func() error { return nil }); err != nil {
 		t.Fatalf("create namespace %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		if err := netns.DeleteNamed(name); err != nil && !os.IsNotExist(err) {
+		if err := netnsutil.Remove(path); err != nil {
 			t.Errorf("delete namespace %s: %v", name, err)
 		}
 	})
-	return filepath.Join("/run/netns", name)
+	return path
 }
 
 // dockerRef is a docker host of lab with a run directory of its own.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -39,8 +40,9 @@ func captureCmd() *cobra.Command {
 				if err != nil {
 					return badInput(err)
 				}
-				if n := lab.Graph.Node(p.Label[:len(p.Label)-len(p.Ifname)-1]); n == nil || n.Iface(p.Ifname) == nil {
-					return badInput(fmt.Errorf("lab %s has no port %s", lab.Name, p.Label))
+				node, _, _ := strings.Cut(p.Label, ":")
+				if _, err := lab.PortTarget(node, p.Ifname); err != nil {
+					return badInput(err)
 				}
 			}
 			g, err := capture.StartPoints(cmd.Context(), args[1:], nsPath, dir, capture.Options{Snaplen: snaplen})

@@ -15,7 +15,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -87,21 +86,15 @@ func (l *Lab) NIC(host string) tc.Target {
 
 func (l *Lab) addNode(node string) {
 	l.t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	defer orig.Close()
-	ns, err := netns.NewNamed(l.nsName(node))
+	var ns netns.NsHandle
+	err := netnsutil.Create(l.NetNS(node), func() (err error) {
+		ns, err = netns.Get()
+		return err
+	})
 	if err != nil {
 		l.t.Fatalf("namespace %s: %v", l.nsName(node), err)
 	}
 	l.nodes[node] = ns
-	if err := netns.Set(orig); err != nil {
-		l.t.Fatal(err)
-	}
 	h, err := netlink.NewHandleAt(ns)
 	if err != nil {
 		l.t.Fatal(err)

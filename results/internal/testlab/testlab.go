@@ -17,7 +17,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -122,33 +121,13 @@ func New(t testing.TB, spec Spec) *Lab {
 }
 
 func newNode(name string) (*Node, error) {
-	var n *Node
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		h, err := netns.NewNamed(name) // also moves this thread into it
-		if err != nil {
-			netns.Set(orig)
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("create netns %s: %w", name, err)
-			return
-		}
-		if err := netns.Set(orig); err != nil {
-			errc <- err // thread stays locked and is discarded
-			return
-		}
-		runtime.UnlockOSThread()
-		n = &Node{Name: name, Path: "/run/netns/" + name, ns: h}
-		errc <- nil
-	}()
-	if err := <-errc; err != nil {
-		return nil, err
+	n := &Node{Name: name, Path: "/run/netns/" + name}
+	err := netnsutil.Create(n.Path, func() (err error) {
+		n.ns, err = netns.Get()
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create netns %s: %w", name, err)
 	}
 	// No IPv6: its router solicitations and MLD reports would be noise in
 	// the captures.
