@@ -7,8 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"time"
+
+	"fabric/internal/dirs"
 )
 
 // StateDir holds one directory per lab with its state file. It lives on
@@ -79,19 +80,5 @@ func ReadState(lab string) (*State, error) {
 
 // List returns the labs that have a state directory, sorted.
 func List() ([]string, error) {
-	entries, err := os.ReadDir(StateDir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var labs []string
-	for _, e := range entries {
-		if e.IsDir() {
-			labs = append(labs, e.Name())
-		}
-	}
-	sort.Strings(labs)
-	return labs, nil
+	return dirs.Subdirs(StateDir)
 }

@@ -32,7 +32,7 @@ func TestMatchSyntheticAgainstGroundTruth(t *testing.T) {
 	if c.Matched != int64(truth.Delivered) || c.Unmatched != int64(truth.Dropped) {
 		t.Fatalf("counts %+v, truth delivered %d dropped %d", c, truth.Delivered, truth.Dropped)
 	}
-	if c.EgressOnly != 0 || c.Duplicates != 0 || c.OtherPort != 0 || c.Skipped != 0 || c.Truncated != 0 {
+	if c.EgressOnly != 0 || c.OutsideEgress != 0 || c.Duplicates != 0 || c.OtherPort != 0 || c.Skipped != 0 || c.Truncated != 0 {
 		t.Fatalf("unexpected counts %+v", c)
 	}
 	want := make([]float64, len(truth.LatencyNS))
@@ -168,22 +168,24 @@ func TestProbeModeAndCounters(t *testing.T) {
 	m := NewMatcher(Config{Mode: Probes, Window: time.Millisecond})
 	ms := int64(time.Millisecond)
 	probe := func(i byte) []byte { big[0] = i; return frame(1, 3, uint16(i), 4000, 7, big) }
+	m.Ingress(-5, probe(9)) // before the egress capture's first packet
 	m.Ingress(0, probe(1))
-	m.Egress(30_000, routed(probe(1)))                    // matched, 30 µs
-	m.Ingress(10, frame(1, 3, 9, 4000, 7, []byte("ack"))) // small UDP: not a probe
-	m.Ingress(20, []byte{1, 2, 3})                        // truncated
-	m.Ingress(100, probe(2))                              // dropped in the switch
-	m.Ingress(200, frame(1, 4, 5, 4000, 7, big))          // to a host behind another port
-	m.Egress(500, routed(frame(2, 3, 1, 4000, 7, big)))   // from a port not captured
+	m.Egress(30_000, routed(probe(1)))                        // matched, 30 µs
+	m.Ingress(30_010, frame(1, 3, 9, 4000, 7, []byte("ack"))) // small UDP: not a probe
+	m.Ingress(30_020, []byte{1, 2, 3})                        // truncated
+	m.Ingress(30_100, probe(2))                               // dropped in the switch
+	m.Ingress(30_200, frame(1, 4, 5, 4000, 7, big))           // to a host behind another port
+	m.Egress(30_500, routed(frame(2, 3, 1, 4000, 7, big)))    // from a port not captured
 	m.Ingress(3*ms, probe(3))
 	m.Ingress(3*ms+5, probe(3)) // same key while the first waits
 	m.Egress(3*ms+40_000, routed(probe(3)))
 	m.Egress(3*ms+40_100, routed(probe(4))) // never entered (capture started late)
+	m.Ingress(4*ms, probe(5))               // after the egress capture's last packet
 	r, err := m.Finish()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Counts{Matched: 2, Unmatched: 1, OtherPort: 1, EgressOnly: 2, Duplicates: 1, Skipped: 1, Truncated: 1}
+	want := Counts{Matched: 2, Unmatched: 1, OtherPort: 1, EgressOnly: 2, OutsideEgress: 2, Duplicates: 1, Skipped: 1, Truncated: 1}
 	if r.Counts != want {
 		t.Fatalf("counts %+v\nwant   %+v", r.Counts, want)
 	}

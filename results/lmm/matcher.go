@@ -90,6 +90,11 @@ type Counts struct {
 	// EgressOnly are egress packets with no ingress record (traffic from
 	// another port, or sent before the ingress capture started).
 	EgressOnly int64 `json:"egress_only"`
+	// OutsideEgress are unmatched ingress packets that arrived before the
+	// egress capture's first packet or after its last: captures start and
+	// stop one after another, so their departures were not recorded.
+	// Neither matched nor dropped.
+	OutsideEgress int64 `json:"outside_egress"`
 	// Duplicates are ingress packets whose key repeated while the first was
 	// still pending; the earlier one is counted here, not matched, because
 	// which departure belongs to which is ambiguous.
@@ -126,8 +131,11 @@ type Matcher struct {
 	head     int
 	gen      uint64
 	egressTo map[uint32]struct{} // destinations seen at the egress port
-	counts   Counts
-	latency  []float64 // ns, every matched packet
+	// firstEgress and lastEgress bound the egress capture (ns); 0 before
+	// the first egress packet.
+	firstEgress, lastEgress int64
+	counts                  Counts
+	latency                 []float64 // ns, every matched packet
 }
 
 // NewMatcher returns a matcher with cfg's defaults filled in.
@@ -204,6 +212,10 @@ func (m *Matcher) egress(ts int64, h header, why parseReason) error {
 	if _, seen := m.egressTo[h.key.Dst]; !seen {
 		m.egressTo[h.key.Dst] = struct{}{}
 	}
+	if m.firstEgress == 0 {
+		m.firstEgress = ts
+	}
+	m.lastEgress = ts
 	p, found := m.waiting[h.key]
 	if !found {
 		m.counts.EgressOnly++
@@ -246,9 +258,13 @@ func (m *Matcher) evict(e fifoEntry) {
 		return
 	}
 	delete(m.waiting, e.key)
-	if _, seen := m.egressTo[e.key.Dst]; seen {
+	_, seen := m.egressTo[e.key.Dst]
+	switch {
+	case m.firstEgress == 0 || e.ts < m.firstEgress || e.ts > m.lastEgress:
+		m.counts.OutsideEgress++
+	case seen:
 		m.counts.Unmatched++
-	} else {
+	default:
 		m.counts.OtherPort++
 	}
 }
