@@ -21,10 +21,15 @@ type Target struct {
 
 func (t Target) String() string { return t.Node + ":" + t.Ifname }
 
+// peer is the other end of t's link, as a target of its own.
+func (t Target) peer() Target {
+	return Target{Lab: t.Lab, Node: t.PeerNode, Ifname: t.PeerIfname, NetNS: t.PeerNetNS}
+}
+
 // The qdisc tree of a port (tc handles are major:minor, hex):
 //
 //	1:    htb root, default class = the last band
-//	1:1   htb parent at the port rate (only with more than one band)
+//	1:1   htb parent at the port rate
 //	1:1b  htb leaf of band b, minor 0x10+b
 //	1b:   fifo (bfifo/pfifo) under leaf 1:1b, the band's drop-tail buffer
 //
@@ -134,12 +139,12 @@ func (c *nsConn) buildTree(ifindex int, p Port) error {
 			return fmt.Errorf("htb root: %w", err)
 		}
 	}
-	parent := root.Handle
-	if p.Bands > 1 {
-		parent = netlink.MakeHandle(rootMajor, parentMinor)
-		if err := c.h.ClassAdd(p.htbClass(ifindex, root.Handle, parent, p.Rate.BitsPerSecond(), 0, 1)); err != nil {
-			return fmt.Errorf("htb class 1:1: %w", err)
-		}
+	// 1:1 carries the port rate even with one band, so that a class added
+	// beside the bands later (HULL's pacer bucket on a host NIC, tc/pacer)
+	// shares the line rate with them instead of adding to it.
+	parent := netlink.MakeHandle(rootMajor, parentMinor)
+	if err := c.h.ClassAdd(p.htbClass(ifindex, root.Handle, parent, p.Rate.BitsPerSecond(), 0, 1)); err != nil {
+		return fmt.Errorf("htb class 1:1: %w", err)
 	}
 	for b := 0; b < p.Bands; b++ {
 		rate, prio, weight := p.bandShare(b)
@@ -217,7 +222,7 @@ func (c *nsConn) addLeaf(ifindex, b int, p Port) error {
 // Remove takes the port's qdiscs and programs off t (the link stays). It is
 // not needed before deleting a namespace, which takes everything with it.
 func Remove(ctx context.Context, t Target) error {
-	c, err := openNS(t.NetNS)
+	c, link, err := openPort(t)
 	if err != nil {
 		if os.IsNotExist(errors.Unwrap(err)) {
 			return nil
@@ -225,10 +230,6 @@ func Remove(ctx context.Context, t Target) error {
 		return err
 	}
 	defer c.Close()
-	link, err := c.h.LinkByName(t.Ifname)
-	if err != nil {
-		return fmt.Errorf("port %s: %w", t, err)
-	}
 	root := &netlink.Htb{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: link.Attrs().Index, Handle: netlink.MakeHandle(rootMajor, 0), Parent: netlink.HANDLE_ROOT}}
 	if err := c.h.QdiscDel(root); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) {
 		return fmt.Errorf("port %s: %w", t, err)

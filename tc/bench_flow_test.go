@@ -98,7 +98,8 @@ func BenchmarkSingleFlowMaxRate(b *testing.B) {
 				if err := tc.Apply(context.Background(), port, p); err != nil {
 					b.Fatal(err)
 				}
-				wire, goodput := bulkTCP(b, lab, "h1", "rx", port, 4*time.Second, time.Second)
+				run := bulkTCP(b, lab, "h1", "rx", port, 4*time.Second, time.Second)
+				wire, goodput := run.wire, run.goodput
 				b.Logf("%s: wire %.0f Mbit/s (%.1f%%), goodput %.0f Mbit/s", r, wire/1e6, 100*wire/float64(r), goodput/1e6)
 				ratio = max(ratio, wire/float64(r))
 			}

@@ -7,11 +7,11 @@
 // # Building a port
 //
 // emu resolves each egress port's settings (PortsSpec.For, then
-// PortSpec.Resolve) and calls Apply. A plain port is four rtnetlink
+// PortSpec.Resolve) and calls Apply. A plain port is five rtnetlink
 // messages on handles opened in the port's namespace (no tc binary, no
-// eBPF): HTB root 1:, class 1:10 at the rate, fifo 10:. With bands, a
-// parent 1:1 carries the rate and leaves 1:10..1:17 share it by HTB
-// priority (strict) or by rate and quantum (weighted).
+// eBPF): HTB root 1:, parent class 1:1 at the rate, leaf 1:10, fifo 10:.
+// With bands, leaves 1:10..1:17 share 1:1 by HTB priority (strict) or by
+// rate and quantum (weighted).
 //
 // # eBPF
 //

@@ -14,6 +14,8 @@ import (
 	bpflink "github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"fabric/internal/dirs"
 )
 
 // BPFRoot holds one directory per lab with the lab's pinned port maps, so
@@ -183,15 +185,11 @@ func applyPrograms(ctx context.Context, c *nsConn, link netlink.Link, t Target, 
 		if t.PeerNetNS == "" || t.PeerIfname == "" {
 			return fmt.Errorf("marking needs the peer end of the link (Target.PeerNetNS/PeerIfname)")
 		}
-		pc, err := openNS(t.PeerNetNS)
+		pc, peer, err := openPort(t.peer())
 		if err != nil {
-			return fmt.Errorf("peer %s:%s: %w", t.PeerNode, t.PeerIfname, err)
+			return err
 		}
 		defer pc.Close()
-		peer, err := pc.h.LinkByName(t.PeerIfname)
-		if err != nil {
-			return fmt.Errorf("peer %s:%s: %w", t.PeerNode, t.PeerIfname, err)
-		}
 		if err := attach(pc, peer.Attrs().Index, netlink.HANDLE_MIN_INGRESS, o.PortPeer); err != nil {
 			return err
 		}
@@ -260,17 +258,30 @@ func attach(c *nsConn, ifindex int, hook uint32, prog *ebpf.Program) error {
 	if err := c.h.QdiscAdd(clsact); err != nil && !errors.Is(err, unix.EEXIST) {
 		return fmt.Errorf("clsact: %w", err)
 	}
-	f := &netlink.BpfFilter{
+	if err := c.h.FilterReplace(portFilter(ifindex, hook, prog.FD())); err != nil {
+		return fmt.Errorf("attach %s: %w", prog, err)
+	}
+	return nil
+}
+
+// detach removes fabric's filter from hook, if it is there.
+func detach(c *nsConn, ifindex int, hook uint32) error {
+	err := c.h.FilterDel(portFilter(ifindex, hook, 0))
+	if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("detach port program: %w", err)
+	}
+	return nil
+}
+
+// portFilter is fabric's port filter on hook, running the program fd.
+func portFilter(ifindex int, hook uint32, fd int) *netlink.BpfFilter {
+	return &netlink.BpfFilter{
 		FilterAttrs: netlink.FilterAttrs{
 			LinkIndex: ifindex, Parent: hook, Handle: 1,
 			Priority: filterPrio, Protocol: unix.ETH_P_ALL,
 		},
-		Fd: prog.FD(), Name: "fabric_port", DirectAction: true,
+		Fd: fd, Name: "fabric_port", DirectAction: true,
 	}
-	if err := c.h.FilterReplace(f); err != nil {
-		return fmt.Errorf("attach %s: %w", prog, err)
-	}
-	return nil
 }
 
 // setPort writes a hook's parameters and resets its counters.
@@ -284,25 +295,47 @@ func setPort(o *portObjects, key portPortKey, cfg portPortCfg) error {
 	return nil
 }
 
-// forgetPort drops a port's egress entries when it is re-applied without
-// programs; without an entry the attached program passes packets untouched.
+// forgetPort makes t a plain port again when it is re-applied without
+// programs: its entries in the lab's maps go, and so do the filters
+// attached for it on its egress and its peer's ingress, whichever process
+// attached them (the maps are pinned; filters belong to the kernel).
 func forgetPort(_ context.Context, c *nsConn, link netlink.Link, t Target) error {
-	loaded.Lock()
-	o := loaded.labs[t.Lab]
-	loaded.Unlock()
-	if o == nil {
-		return nil
+	maps, err := openLabMaps(t.Lab)
+	if err != nil {
+		return nil // the lab has no port programs: nothing to forget
 	}
+	defer maps.close(t.Lab)
 	key, err := portKey(c, link.Attrs().Index, dirEgress)
 	if err != nil {
 		return err
 	}
-	for _, m := range []*ebpf.Map{o.PortCfgs, o.PortStates} {
-		if err := m.Delete(&key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return err
-		}
+	if err := maps.cfg.Delete(&key); errors.Is(err, ebpf.ErrKeyNotExist) {
+		return nil // never programmed (every plain port of a new lab)
+	} else if err != nil {
+		return err
 	}
-	return nil
+	if err := maps.state.Delete(&key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return err
+	}
+	if err := detach(c, link.Attrs().Index, netlink.HANDLE_MIN_EGRESS); err != nil {
+		return err
+	}
+	if t.PeerNetNS == "" || t.PeerIfname == "" {
+		return nil
+	}
+	pc, peer, err := openPort(t.peer())
+	if err != nil {
+		return err
+	}
+	defer pc.Close()
+	peerKey, err := portKey(pc, peer.Attrs().Index, dirPeer)
+	if err != nil {
+		return err
+	}
+	if err := maps.cfg.Delete(&peerKey); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return err
+	}
+	return detach(pc, peer.Attrs().Index, netlink.HANDLE_MIN_INGRESS)
 }
 
 // ForgetLab removes what a lab left outside its namespaces: the pinned
@@ -344,20 +377,7 @@ func ForgetLab(lab string) error {
 
 // ListLabs names the labs that have pinned port maps.
 func ListLabs() ([]string, error) {
-	entries, err := os.ReadDir(BPFRoot)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var labs []string
-	for _, e := range entries {
-		if e.IsDir() {
-			labs = append(labs, e.Name())
-		}
-	}
-	return labs, nil
+	return dirs.Subdirs(BPFRoot)
 }
 
 // CheckPrograms loads the port programs through the verifier and unloads

@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"fabric/hosts/cc"
+	"fabric/internal/netnsutil"
 	"fabric/internal/testenv"
 	"fabric/internal/units"
 	"fabric/tc"
@@ -296,4 +299,50 @@ func leastSquaresSlope(xs, ys []float64) float64 {
 		sxy += xs[i] * ys[i]
 	}
 	return (n*sxy - sx*sy) / (n*sxx - sx*sx)
+}
+
+// A marking port re-applied as a plain port by a process that did not
+// build it (only the pinned maps are shared) loses its programs and map
+// entries on both ends of the link, and stops marking.
+func TestPlainAgainFromAnotherProcess(t *testing.T) {
+	testenv.RequireRoot(t)
+	lab := tctest.NewStar(t, "h1", "rx")
+	port := lab.Egress("rx")
+	apply(t, port, resolve(t, tc.PortSpec{Marking: &tc.MarkingSpec{ECN: &tc.ECNSpec{Threshold: 30 * units.KB}}}, 100*units.Mbit))
+	filters := func(nsPath, ifname string, hook uint32) int {
+		n := 0
+		if err := netnsutil.Do(nsPath, func() error {
+			l, err := netlink.LinkByName(ifname)
+			if err != nil {
+				return err
+			}
+			fs, err := netlink.FilterList(l, hook)
+			for _, f := range fs {
+				if bf, ok := f.(*netlink.BpfFilter); ok && bf.Name == "fabric_port" {
+					n++
+				}
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	egress := func() int { return filters(port.NetNS, port.Ifname, netlink.HANDLE_MIN_EGRESS) }
+	peer := func() int { return filters(port.PeerNetNS, port.PeerIfname, netlink.HANDLE_MIN_INGRESS) }
+	if egress() != 1 || peer() != 1 {
+		t.Fatalf("marking port: %d egress and %d peer filters, want 1 and 1", egress(), peer())
+	}
+	tc.ForgetLoadedForTest(lab.Name)
+	apply(t, port, resolve(t, tc.PortSpec{}, 100*units.Mbit))
+	if egress() != 0 || peer() != 0 {
+		t.Errorf("plain again: %d egress and %d peer filters left", egress(), peer())
+	}
+	st, err := tc.Stats(context.Background(), port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ECN != nil || st.Phantom != nil {
+		t.Errorf("plain again, but the port still reports a marker: %+v", st)
+	}
 }

@@ -32,6 +32,19 @@ func openNS(path string) (*nsConn, error) {
 	return c, nil
 }
 
+// openPort opens t's namespace and finds t's interface in it. The caller
+// closes c.
+func openPort(t Target) (c *nsConn, link netlink.Link, err error) {
+	if c, err = openNS(t.NetNS); err != nil {
+		return nil, nil, err
+	}
+	if link, err = c.h.LinkByName(t.Ifname); err != nil {
+		c.Close()
+		return nil, nil, fmt.Errorf("port %s: %w", t, err)
+	}
+	return c, link, nil
+}
+
 func openNSHandle(ns netns.NsHandle) (*nsConn, error) {
 	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
 	if err != nil {

@@ -31,10 +31,19 @@ func apply(t *testing.T, target tc.Target, p tc.Port) {
 	}
 }
 
-// bulkTCP runs one bulk TCP flow from host to rx for d and returns the
+// bulkRun is what one bulk TCP flow through a port achieved.
+type bulkRun struct {
+	wire, goodput float64 // bit/s on the port and at the receiver
+	// meanBacklog is the port's queue averaged over samples every 10 ms:
+	// a shaper that holds a flow back has a standing queue (TCP fills the
+	// buffer); a flow the CPU cannot push to the rate leaves it empty.
+	meanBacklog float64
+}
+
+// bulkTCP runs one bulk TCP flow from host to rx for d and measures the
 // port's wire rate (qdisc bytes) and the receiver's goodput over the last
 // d−warm, after slow start.
-func bulkTCP(t testing.TB, lab *tctest.Lab, host, rx string, port tc.Target, d, warm time.Duration) (wire, goodput float64) {
+func bulkTCP(t testing.TB, lab *tctest.Lab, host, rx string, port tc.Target, d, warm time.Duration) bulkRun {
 	t.Helper()
 	sink := lab.ListenTCP(rx, 5001)
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -47,7 +56,13 @@ func bulkTCP(t testing.TB, lab *tctest.Lab, host, rx string, port tc.Target, d, 
 		t.Fatal(err)
 	}
 	b0, t0 := sink.Bytes(), time.Now()
-	<-ctx.Done()
+	var backlog, samples float64
+	for tick := time.NewTicker(10 * time.Millisecond); ctx.Err() == nil; <-tick.C {
+		if s, err := tc.Stats(context.Background(), port); err == nil {
+			backlog += float64(s.Backlog)
+			samples++
+		}
+	}
 	s1, err := tc.Stats(context.Background(), port)
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +72,11 @@ func bulkTCP(t testing.TB, lab *tctest.Lab, host, rx string, port tc.Target, d, 
 		t.Fatal(err)
 	}
 	secs := t1.Sub(t0).Seconds()
-	return float64(s1.Bytes-s0.Bytes) * 8 / secs, float64(b1-b0) * 8 / secs
+	return bulkRun{
+		wire:        float64(s1.Bytes-s0.Bytes) * 8 / secs,
+		goodput:     float64(b1-b0) * 8 / secs,
+		meanBacklog: backlog / max(samples, 1),
+	}
 }
 
 // Test 1: a bulk TCP flow through a shaped port reaches 90–100 % of the
@@ -79,11 +98,11 @@ func TestRateFidelity(t *testing.T) {
 				port := lab.Egress("rx")
 				apply(t, port, resolve(t, tc.PortSpec{}, c.rate))
 				cpu0 := readCPU(t)
-				wire, goodput := bulkTCP(t, lab, "h1", "rx", port, 5*time.Second, time.Second)
+				r := bulkTCP(t, lab, "h1", "rx", port, 5*time.Second, time.Second)
 				idle := readCPU(t).idleSince(cpu0)
-				ratio = wire / float64(c.rate)
-				t.Logf("port %s, run %d: wire %.1f Mbit/s (%.1f%%), TCP goodput %.1f Mbit/s (%.1f%%); machine CPU idle %.0f%%",
-					c.rate, try, wire/1e6, 100*ratio, goodput/1e6, 100*goodput/float64(c.rate), idle)
+				ratio = r.wire / float64(c.rate)
+				t.Logf("port %s, run %d: wire %.1f Mbit/s (%.1f%%), TCP goodput %.1f Mbit/s (%.1f%%); mean backlog %.1f KB; machine CPU idle %.0f%%",
+					c.rate, try, r.wire/1e6, 100*ratio, r.goodput/1e6, 100*r.goodput/float64(c.rate), r.meanBacklog/1e3, idle)
 				// 1 % above the rate is HTB's burst allowance over 4 s; more
 				// means the shaper is not shaping: never retried.
 				if ratio > c.max+0.01 {

@@ -99,15 +99,11 @@ func positiveSize(key, value string) (units.Size, error) {
 // replaced as a whole, so a program sees either the old or the new
 // parameters, never a mix; the virtual queue itself carries on.
 func updateMarker(t Target, marker uint32, key string, change func(*portPortCfg) error) error {
-	c, err := openNS(t.NetNS)
+	c, link, err := openPort(t)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	link, err := c.h.LinkByName(t.Ifname)
-	if err != nil {
-		return fmt.Errorf("port %s: %w", t, err)
-	}
 	maps, err := openLabMaps(t.Lab)
 	if err != nil {
 		return yamlfile.Field(key, "port %s has no marker: %v", t, err)
@@ -132,17 +128,13 @@ func updateMarker(t Target, marker uint32, key string, change func(*portPortCfg)
 }
 
 // portRate reads the port's rate from its HTB tree (the class that carries
-// the whole port: 1:1 with bands, else the single leaf).
+// the whole port, 1:1).
 func portRate(t Target) (units.Rate, error) {
-	c, err := openNS(t.NetNS)
+	c, link, err := openPort(t)
 	if err != nil {
 		return 0, err
 	}
 	defer c.Close()
-	link, err := c.h.LinkByName(t.Ifname)
-	if err != nil {
-		return 0, err
-	}
 	classes, err := htbClasses(c, link)
 	if err != nil {
 		return 0, err
@@ -174,15 +166,11 @@ func htbClasses(c *nsConn, link netlink.Link) (htbTree, error) {
 func (tr htbTree) portRate() units.Rate { return units.Rate(tr[0].Ceil * 8) }
 
 func setRate(t Target, r units.Rate) error {
-	c, err := openNS(t.NetNS)
+	c, link, err := openPort(t)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	link, err := c.h.LinkByName(t.Ifname)
-	if err != nil {
-		return err
-	}
 	tree, err := htbClasses(c, link)
 	if err != nil {
 		return err
@@ -221,15 +209,11 @@ func setRate(t Target, r units.Rate) error {
 }
 
 func setBuffer(t Target, b Buffer) error {
-	c, err := openNS(t.NetNS)
+	c, link, err := openPort(t)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	link, err := c.h.LinkByName(t.Ifname)
-	if err != nil {
-		return err
-	}
 	qs, err := c.h.QdiscList(link)
 	if err != nil {
 		return err

@@ -61,15 +61,11 @@ type MarkerStats struct {
 // ReadNs says how long that took.
 func Stats(ctx context.Context, t Target) (PortStats, error) {
 	st := PortStats{Port: t.String()}
-	c, err := openNS(t.NetNS)
+	c, link, err := openPort(t)
 	if err != nil {
 		return st, err
 	}
 	defer c.Close()
-	link, err := c.h.LinkByName(t.Ifname)
-	if err != nil {
-		return st, fmt.Errorf("port %s: %w", t, err)
-	}
 	var readECN, readPhantom func(now int64) (*MarkerStats, error)
 	maps, err := openLabMaps(t.Lab)
 	switch {
