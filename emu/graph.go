@@ -174,6 +174,9 @@ func (s *Spec) Resolve() (*Graph, error) {
 	if err := s.Ports.Validate(g.Tiers); err != nil {
 		return nil, yamlfile.In("ports", err)
 	}
+	if err := s.validateHosts(g); err != nil {
+		return nil, err
+	}
 	return g, nil
 }
 

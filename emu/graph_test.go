@@ -3,6 +3,7 @@ package emu
 import (
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -161,6 +162,12 @@ func TestBadInput(t *testing.T) {
 		{"bad sysctl", "name: a\ntopology: {kind: star, hosts: 2}\nhosts:\n  sysctls: {kernel.panic: 1}\n", "bad.yaml:4: hosts.sysctls.kernel.panic: not a namespaced network sysctl"},
 		{"unknown cc", "name: a\ntopology: {kind: star, hosts: 2}\nhosts:\n  cc: vegas\n", "bad.yaml:4: hosts.cc: unknown congestion control \"vegas\""},
 		{"k not int", "name: a\ntopology:\n  kind: fattree\n  k: four\n", "bad.yaml:4: topology.k: want an integer, got \"four\""},
+		{"pacer eta", "name: a\ntopology: {kind: star, hosts: 2}\nhosts:\n  pacer:\n    eta: 2\n", "bad.yaml:5: hosts.pacer.eta: must be in (0, 1], got 2"},
+		{"pacer unknown key", "name: a\ntopology: {kind: star, hosts: 2}\nhosts:\n  pacer: {etta: 0.5}\n", "bad.yaml:4: hosts.pacer.etta: unknown key"},
+		{"pacer interval", "name: a\ntopology: {kind: star, hosts: 2}\nhosts:\n  overrides:\n    h1:\n      pacer: {rate_interval: 64us}\n", "bad.yaml:6: hosts.overrides.h1.pacer.rate_interval: 64µs is shorter than a userspace loop can keep"},
+		{"override unknown host", "name: a\ntopology: {kind: star, hosts: 2}\nhosts:\n  overrides:\n    h9: {pacer: {}}\n", "bad.yaml:5: hosts.overrides.h9: no host \"h9\""},
+		{"override a switch", "name: a\ntopology: {kind: star, hosts: 2}\nhosts:\n  overrides:\n    s0: {pacer: {}}\n", "bad.yaml:5: hosts.overrides.s0: no host \"s0\""},
+		{"pacer min above line", "name: a\ntopology: {kind: star, hosts: 2}\nlinks: {rate: 10Mbit}\nhosts:\n  pacer: {min_rate: 20Mbit}\n", "bad.yaml:5: hosts.pacer.min_rate: host h0: 20Mbit is above line_rate 10Mbit"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -194,4 +201,17 @@ func FuzzLoad(f *testing.F) {
 			t.Fatalf("validated spec fails to resolve: %v", err)
 		}
 	})
+}
+
+// Every shipped example lab file is valid.
+func TestExamplesParse(t *testing.T) {
+	files, err := filepath.Glob("../examples/*.yaml")
+	if err != nil || len(files) < 4 {
+		t.Fatalf("examples: %v %v", files, err)
+	}
+	for _, f := range files {
+		if _, err := Load(f); err != nil {
+			t.Errorf("%v", err)
+		}
+	}
 }

@@ -69,7 +69,12 @@ func Up(ctx context.Context, spec *Spec) (*Lab, error) {
 	if err := writeState(st); err != nil {
 		return nil, errors.Join(err, Down(context.WithoutCancel(ctx), spec.Name))
 	}
-	return &Lab{Name: spec.Name, Spec: spec, Graph: g}, nil
+	lab := &Lab{Name: spec.Name, Spec: spec, Graph: g}
+	// Pacers go on last: they join the HTB tree tc built on each NIC.
+	if err := lab.StartPacers(ctx, spec.PacedHosts(g)); err != nil {
+		return nil, errors.Join(err, Down(context.WithoutCancel(ctx), spec.Name))
+	}
+	return lab, nil
 }
 
 // Open finds a running lab by name.
@@ -498,7 +503,8 @@ type PortInfo struct {
 // and by name and label otherwise, so it also cleans up after an `up` that
 // was killed part-way. Removing a lab that does not exist is not an error.
 func Down(ctx context.Context, lab string) error {
-	var errs []error
+	// Pacers first, while their NICs exist to be restored.
+	errs := []error{stopPacers(lab)}
 	st, _ := ReadState(lab)
 	// Hosts of other runtimes first: removing a container ends its
 	// processes the runtime's way.

@@ -1,6 +1,7 @@
 package emu
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -10,6 +11,7 @@ import (
 	"fabric/internal/units"
 	"fabric/internal/yamlfile"
 	"fabric/tc"
+	"fabric/tc/pacer"
 )
 
 // Spec is a lab file as written by the user (see examples/*.yaml and
@@ -94,6 +96,68 @@ type HostsSpec struct {
 	// fabric's BPF struct_ops, registered for as long as the lab is up.
 	CC  string      `yaml:"cc,omitempty" json:"cc,omitempty"`
 	NIC tc.PortSpec `yaml:"nic,omitempty" json:"nic,omitempty"` // host egress queue
+	// Pacer puts HULL's pacer (tc/pacer) on every host's NIC with these
+	// parameters ({} for the defaults). Its rate controller runs in the
+	// process that brought the lab up; `fabric up` leaves one behind.
+	Pacer *PacerSpec `yaml:"pacer,omitempty" json:"pacer,omitempty"`
+	// Overrides are settings for single hosts, by host name.
+	Overrides map[string]HostOverride `yaml:"overrides,omitempty" json:"overrides,omitempty"`
+}
+
+// HostOverride is what one host sets differently from the lab's hosts.
+type HostOverride struct {
+	// Pacer changes fields of hosts.pacer for this host, or paces only
+	// this host when hosts.pacer is unset; {enabled: false} turns it off.
+	Pacer *PacerSpec `yaml:"pacer,omitempty" json:"pacer,omitempty"`
+}
+
+// PacerSpec is a `pacer:` section: the pacer's parameters (tc/pacer
+// README) and whether it is on.
+type PacerSpec struct {
+	Enabled      *bool `yaml:"enabled,omitempty" json:"enabled,omitempty"` // unset: on
+	pacer.Config `yaml:",inline"`
+}
+
+func (p *PacerSpec) on() bool { return p != nil && (p.Enabled == nil || *p.Enabled) }
+
+// PacerConfig is host's pacer: hosts.pacer merged with the host's
+// override, line_rate defaulting to its link's rate, and whether the lab
+// file turns it on. The parameters are returned even when it is off, for
+// experiments that switch pacing on per scheme.
+func (s *Spec) PacerConfig(host *Node) (cfg pacer.Config, on bool) {
+	if s.Hosts.Pacer != nil {
+		cfg, on = s.Hosts.Pacer.Config, s.Hosts.Pacer.on()
+	}
+	if o := s.Hosts.Overrides[host.Name].Pacer; o != nil {
+		cfg, on = cfg.Merge(o.Config), o.on()
+	}
+	if cfg.LineRate == 0 && len(host.Ifaces) > 0 {
+		cfg.LineRate = host.Ifaces[0].Link.Rate
+	}
+	return cfg, on
+}
+
+// WithoutPacing returns h with every pacer turned off but its parameters
+// kept (see PacerConfig).
+func (h HostsSpec) WithoutPacing() HostsSpec {
+	off := func(p *PacerSpec) *PacerSpec {
+		if p == nil {
+			return nil
+		}
+		c := *p
+		c.Enabled = new(bool)
+		return &c
+	}
+	h.Pacer = off(h.Pacer)
+	if h.Overrides != nil {
+		o := make(map[string]HostOverride, len(h.Overrides))
+		for name, v := range h.Overrides {
+			v.Pacer = off(v.Pacer)
+			o[name] = v
+		}
+		h.Overrides = o
+	}
+	return h
 }
 
 // Defaults that apply when a lab file does not say.
@@ -190,6 +254,46 @@ func (s *Spec) validate() error {
 	for _, k := range sortedKeys(s.Hosts.Sysctls) {
 		if !validSysctl(k) {
 			return yamlfile.Field("hosts.sysctls."+k, "not a namespaced network sysctl (want net.ipv4.* , net.ipv6.* or net.core.*)")
+		}
+	}
+	if p := s.Hosts.Pacer; p != nil {
+		if _, err := p.Config.Resolve(); err != nil {
+			return yamlfile.In("hosts.pacer", err)
+		}
+	}
+	for _, name := range sortedKeys(s.Hosts.Overrides) {
+		if p := s.Hosts.Overrides[name].Pacer; p != nil {
+			if _, err := p.Config.Resolve(); err != nil {
+				return yamlfile.In("hosts.overrides."+name+".pacer", err)
+			}
+		}
+	}
+	return nil
+}
+
+// validateHosts checks what needs the topology: override names, and each
+// host's merged pacer against its link rate.
+func (s *Spec) validateHosts(g *Graph) error {
+	for _, name := range sortedKeys(s.Hosts.Overrides) {
+		if n := g.Node(name); n == nil || n.Kind != Host {
+			return yamlfile.Field("hosts.overrides."+name, "no host %q in this topology", name)
+		}
+	}
+	for _, h := range g.Hosts() {
+		cfg, on := s.PacerConfig(h)
+		if !on {
+			continue
+		}
+		if _, err := cfg.Resolve(); err != nil {
+			path := "hosts.pacer"
+			if s.Hosts.Overrides[h.Name].Pacer != nil {
+				path = "hosts.overrides." + h.Name + ".pacer"
+			}
+			var fe *yamlfile.FieldError
+			if errors.As(err, &fe) { // name the host: its link rate may be why
+				err = &yamlfile.FieldError{Path: fe.Path, Err: fmt.Errorf("host %s: %w", h.Name, fe.Err)}
+			}
+			return yamlfile.In(path, err)
 		}
 	}
 	return nil

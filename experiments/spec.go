@@ -82,7 +82,8 @@ type Scheme struct {
 	CC string `yaml:"cc" json:"cc"`
 	// ECN is on or off; unset means on for dctcp and off otherwise.
 	ECN Switch `yaml:"ecn,omitempty" json:"ecn,omitempty"`
-	// Pacer puts HULL's pacer (tc/pacer) on every data sender's NIC.
+	// Pacer puts HULL's pacer (tc/pacer) on every data sender's NIC,
+	// with the parameters of the lab file's hosts.pacer (and overrides).
 	Pacer Switch `yaml:"pacer,omitempty" json:"pacer,omitempty"`
 	// Ports is merged over the lab's ports section.
 	Ports tc.PortsSpec `yaml:"ports,omitempty" json:"ports"`
@@ -444,6 +445,9 @@ func (s *Spec) labFor(sc Scheme, name string) *emu.Spec {
 		sys["net.ipv4.tcp_congestion_control"] = sc.CC
 	}
 	l.Hosts.Sysctls = sys
+	// The scheme decides where pacers run (on the data senders, see
+	// trial); the lab file's pacer sections only give their parameters.
+	l.Hosts = l.Hosts.WithoutPacing()
 	return &l
 }
 

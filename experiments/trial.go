@@ -19,7 +19,6 @@ import (
 	"fabric/results/lmm"
 	"fabric/results/report"
 	"fabric/tc"
-	"fabric/tc/pacer"
 )
 
 // runner holds what every trial of one run shares.
@@ -116,21 +115,11 @@ func (r *runner) trial(ctx context.Context, p Point, n int, dir string) (fid *Fi
 		}
 	}
 
-	// HULL's pacer on every host that sends data (§4.2).
-	var pacers []*pacer.Pacer
-	defer func() {
-		for _, pc := range pacers {
-			pc.Stop()
-		}
-	}()
+	// HULL's pacer on every host that sends data (§4.2), with the lab
+	// file's pacer parameters; lab.Down stops them.
 	if scheme.Pacer.On(false) {
-		for _, h := range plan.dataSenders {
-			nic := lab.Graph.Node(h).Ifaces[0]
-			pc, err := pacer.Start(ctx, emu.NetNSPath(lab.Name, h), nic.Name, pacer.Config{LineRate: nic.Link.Rate})
-			if err != nil {
-				return nil, fmt.Errorf("pacer on %s: %w", h, err)
-			}
-			pacers = append(pacers, pc)
+		if err := lab.StartPacers(ctx, plan.dataSenders); err != nil {
+			return nil, err
 		}
 	}
 
@@ -281,7 +270,7 @@ func (r *runner) trial(ctx context.Context, p Point, n int, dir string) (fid *Fi
 
 	fid = &FidelityRecord{CPUSamples: len(samples)}
 	fid.CPUMinIdlePct, fid.CPUBusyFrac, fid.CPUSaturated = cpuVerdict(samples)
-	for _, pc := range pacers {
+	for _, pc := range lab.Pacers() {
 		if e := pc.Err(); e != nil {
 			fid.PacerErrors = append(fid.PacerErrors, e.Error())
 		}

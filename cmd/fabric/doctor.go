@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
@@ -119,10 +120,10 @@ func labNeeds(file string, r *report) ([]need, []string, error) {
 		spec tc.PortSpec
 	}
 	layers := []layer{{"ports", lf.Ports.PortSpec}, {"hosts.nic", lf.Hosts.NIC}}
-	for _, t := range slices.Sorted(mapsKeys(lf.Ports.Tiers)) {
+	for _, t := range slices.Sorted(maps.Keys(lf.Ports.Tiers)) {
 		layers = append(layers, layer{"ports.tiers." + t, lf.Ports.PortSpec.Merge(lf.Ports.Tiers[t])})
 	}
-	for _, o := range slices.Sorted(mapsKeys(lf.Ports.Overrides)) {
+	for _, o := range slices.Sorted(maps.Keys(lf.Ports.Overrides)) {
 		layers = append(layers, layer{"ports.overrides." + o, lf.Ports.PortSpec.Merge(lf.Ports.Overrides[o])})
 	}
 	var needs []need
@@ -139,6 +140,22 @@ func labNeeds(file string, r *report) ([]need, []string, error) {
 	if lf.Hosts.CC == cc.DCTCP {
 		add(need{Feature: "dctcp", For: fmt.Sprintf("%s:%d: hosts.cc", file, lf.Locate("hosts.cc")),
 			OK: !strings.HasPrefix(r.DCTCP, "unavailable"), Reason: r.DCTCP})
+	}
+	// HULL's pacer: a tc program pair on clsact and an HTB bucket class.
+	pacerFields := []string{}
+	if lf.Hosts.Pacer != nil {
+		pacerFields = append(pacerFields, "hosts.pacer")
+	}
+	for _, h := range slices.Sorted(maps.Keys(lf.Hosts.Overrides)) {
+		if lf.Hosts.Overrides[h].Pacer != nil {
+			pacerFields = append(pacerFields, "hosts.overrides."+h+".pacer")
+		}
+	}
+	for _, f := range pacerFields {
+		why := fmt.Sprintf("%s:%d: %s", file, lf.Locate(f), f)
+		add(need{Feature: "htb", For: why, OK: r.Qdiscs["htb"]},
+			need{Feature: "clsact", For: why, OK: r.Qdiscs["clsact"]},
+			need{Feature: "cls_bpf", For: why, OK: r.ClsBPF, Reason: r.ClsBPFErr})
 	}
 	for _, l := range layers {
 		where := func(field string) string {
@@ -168,16 +185,6 @@ func labNeeds(file string, r *report) ([]need, []string, error) {
 		}
 	}
 	return needs, warnings, nil
-}
-
-func mapsKeys(m map[string]tc.PortSpec) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func (r *report) print(w io.Writer) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"fabric/emu"
+	"fabric/tc/pacer"
 )
 
 func init() {
@@ -36,15 +38,30 @@ func upCmd() *cobra.Command {
 			if os.Geteuid() != 0 {
 				return badInput(errors.New("fabric up must run as root: it creates network namespaces, veth links and qdiscs"))
 			}
+			g, err := spec.Resolve()
+			if err != nil {
+				return badInput(err)
+			}
+			paced := spec.PacedHosts(g)
+			if len(paced) > 0 && !isAgent() {
+				verbose, _ := cmd.Flags().GetBool("verbose")
+				return upWithAgent(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), spec.Name, args[0], verbose)
+			}
 			t0 := time.Now()
 			lab, err := emu.Up(cmd.Context(), spec)
 			if err != nil {
 				return err
 			}
-			g := lab.Graph
 			fmt.Fprintf(cmd.OutOrStdout(), "lab %s up in %s: %s, %d hosts, %d switches, %d links\n",
 				lab.Name, time.Since(t0).Round(time.Millisecond), spec.Topology, len(g.Hosts()), len(g.Switches()), len(g.Links))
+			if len(paced) > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "  HULL pacer on %s, run by process %d until fabric down (log: %s)\n",
+					strings.Join(paced, ","), os.Getpid(), filepath.Join(emu.LabDir(lab.Name), agentLog))
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "  try: fabric pingall %s; fabric status %s; fabric down %s\n", lab.Name, lab.Name, lab.Name)
+			if isAgent() {
+				return holdPacers(cmd.Context(), lab)
+			}
 			return nil
 		},
 	}
@@ -163,12 +180,34 @@ func printLab(out interface{ Write([]byte) (int, error) }, lab *emu.Lab, asJSON 
 		}
 		nodes = append(nodes, ns)
 	}
+	holder, err := emu.ReadPacerHolder(lab.Name)
+	if err != nil {
+		return err
+	}
 	if asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"lab": lab.Name, "topology": lab.Spec.Topology.String(), "nodes": nodes})
+		doc := map[string]any{"lab": lab.Name, "topology": lab.Spec.Topology.String(), "nodes": nodes}
+		if holder != nil {
+			doc["pacers"] = map[string]any{"hosts": holder.Hosts, "pid": holder.PID, "agent": holder.Agent, "running": holder.Alive()}
+		}
+		return enc.Encode(doc)
 	}
 	fmt.Fprintf(out, "lab %s: %s, %d hosts, %d switches, %d links\n", lab.Name, lab.Spec.Topology, len(lab.Graph.Hosts()), len(lab.Graph.Switches()), len(lab.Graph.Links))
+	if holder != nil {
+		state := "running"
+		if !holder.Alive() {
+			state = "GONE: the hosts' pacers are not being updated"
+		}
+		fmt.Fprintf(out, "HULL pacers on %s, process %d (%s)\n", strings.Join(holder.Hosts, ","), holder.PID, state)
+		for _, h := range holder.Hosts {
+			if n := lab.Graph.Node(h); n != nil && len(n.Ifaces) > 0 {
+				if b, ok, err := pacer.ReadBucket(emu.NetNSPath(lab.Name, h), n.Ifaces[0].Name); err == nil && ok {
+					fmt.Fprintf(out, "  %s bucket: R %.1f Mbit/s, %d B queued\n", h, float64(b.Rate)/1e6, b.Backlog)
+				}
+			}
+		}
+	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tKIND\tTIER\tADDRESS\tINTERFACES")
 	for _, n := range nodes {

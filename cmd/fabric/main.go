@@ -74,13 +74,15 @@ func exitCode(err error) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(os.Stderr, "fabric:", err)
+	var ee exitError
+	if !errors.As(err, &ee) || ee.msg != "" { // an exitError without a message was reported already
+		fmt.Fprintln(os.Stderr, "fabric:", err)
+	}
 	var ue usageError
 	var ye *yamlfile.Error
 	if errors.As(err, &ue) || errors.As(err, &ye) {
 		return exitBadInput
 	}
-	var ee exitError
 	if errors.As(err, &ee) {
 		return ee.code
 	}

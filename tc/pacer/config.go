@@ -71,29 +71,12 @@ const minInterval = 200 * time.Microsecond
 // Resolve returns c with defaults filled in, or a yamlfile.FieldError naming
 // the offending field (relative to the pacer section).
 func (c Config) Resolve() (Config, error) {
-	if c.RateInterval == 0 {
-		c.RateInterval = DefaultRateInterval
-	}
-	if c.Eta == 0 {
-		c.Eta = DefaultEta
-	}
-	if c.Beta == 0 {
+	c = Config{
+		RateInterval: DefaultRateInterval, Eta: DefaultEta, PAssoc: DefaultPAssoc,
+		IdleTimeout: DefaultIdleTimeout, Buffer: DefaultBuffer, Burst: DefaultBurst, Flows: DefaultFlows,
+	}.Merge(c)
+	if c.Beta == 0 { // its default depends on the interval
 		c.Beta = DefaultBeta(c.RateInterval)
-	}
-	if c.PAssoc == 0 {
-		c.PAssoc = DefaultPAssoc
-	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = DefaultIdleTimeout
-	}
-	if c.Buffer == 0 {
-		c.Buffer = DefaultBuffer
-	}
-	if c.Burst == 0 {
-		c.Burst = DefaultBurst
-	}
-	if c.Flows == 0 {
-		c.Flows = DefaultFlows
 	}
 	switch {
 	case c.RateInterval < minInterval:
@@ -116,4 +99,28 @@ func (c Config) Resolve() (Config, error) {
 		return c, yamlfile.Field("min_rate", "%v is above line_rate %v", c.MinRate, c.LineRate)
 	}
 	return c, nil
+}
+
+// Merge returns c with every field that top sets replaced by top's, so a
+// host's own pacer section can change one parameter of the lab's.
+func (c Config) Merge(top Config) Config {
+	override(&c.RateInterval, top.RateInterval)
+	override(&c.Eta, top.Eta)
+	override(&c.Beta, top.Beta)
+	override(&c.PAssoc, top.PAssoc)
+	override(&c.IdleTimeout, top.IdleTimeout)
+	override(&c.LineRate, top.LineRate)
+	override(&c.MinRate, top.MinRate)
+	override(&c.Buffer, top.Buffer)
+	override(&c.Burst, top.Burst)
+	override(&c.Flows, top.Flows)
+	return c
+}
+
+// override sets *dst to v when v is set (not the zero value).
+func override[T comparable](dst *T, v T) {
+	var zero T
+	if v != zero {
+		*dst = v
+	}
 }

@@ -5,6 +5,15 @@ package pacer_test
 // CI machine carries with captures running). Thresholds scale by the same
 // factor: DCTCP's K = 30 KB becomes 3 KB.
 //
+// At 1 Gbit (FABRIC_HULL_RATE_MBIT=1000, by hand) this machine's CPU is
+// the bottleneck (measured: 9% idle, drop-tail TCP's mean queue 8.7 KB, so
+// the Table 1 contrast disappears), which is why CI runs 100 Mbit.
+// Neither rate reproduces §6.1's headroom: the lab has no propagation
+// delay (no netem here), the senders' min RTT is 9–40 µs, and two flows at
+// DCTCP's 2-segment floor already fill the path, so the phantom queue
+// cannot push them below the drain rate. The test says so in its log
+// rather than pass or fail on it.
+//
 // Each scenario builds its own star lab (h0, h1 → s0 → h2), runs two
 // long-lived flows into h2, captures s0's ingress ports (from h0, h1) and
 // its egress port (to h2), and measures every data packet's switch latency
@@ -24,8 +33,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"fabric/emu"
@@ -37,11 +44,15 @@ import (
 	"fabric/tc/pacer"
 )
 
+// hullRateMbit is the line rate: 100 Mbit in CI, where captures share the
+// 2 cores with the flows; FABRIC_HULL_RATE_MBIT=1000 runs the paper's rate
+// by hand. Every threshold below scales with it.
+var hullRateMbit = envFloat("FABRIC_HULL_RATE_MBIT", 100)
+
 const (
-	hullRateMbit = 100.0
-	hullWarmup   = 1500 * time.Millisecond
-	hullMeasure  = 3 * time.Second
-	hullPort     = 5201
+	hullWarmup  = 1500 * time.Millisecond
+	hullMeasure = 3 * time.Second
+	hullPort    = 5201
 )
 
 type hullScenario struct {
@@ -83,14 +94,17 @@ func TestHULLPaperChecks(t *testing.T) {
 	defer release()
 	t.Logf("DCTCP: %s", info)
 
+	// K = 30 KB and the phantom threshold 1 KB at 1 Gbit (Table 1, §6.1).
+	kBytes := 30e3 * hullRateMbit / 1000
+	pqMarking := fmt.Sprintf("{phantom: {drain: 0.95, threshold: %.0fB}}", 1e3*hullRateMbit/1000)
 	scenarios := []hullScenario{
 		{short: "tcp", label: "TCP-DropTail", cc: "cubic", buffer: "700KB"},
 		// K = 30 KB at 1 Gbit, scaled to 100 Mbit.
-		{short: "k3", label: "DCTCP-30K", cc: info.Name, buffer: "700KB", marking: "{ecn: {threshold: 3KB}}"},
+		{short: "k3", label: "DCTCP-30K", cc: info.Name, buffer: "700KB", marking: fmt.Sprintf("{ecn: {threshold: %.0fB}}", kBytes)},
 		// HULL §6.1: phantom queue draining at 95% of the line rate with a
-		// 1 KB threshold (8 µs of virtual queue at 1 Gbit), scaled: 100 B.
-		{short: "pq", label: "DCTCP-PQ950", cc: info.Name, buffer: "700KB", marking: "{phantom: {drain: 0.95, threshold: 100B}}"},
-		{short: "pqp", label: "DCTCP-PQ950-Pacer", cc: info.Name, buffer: "700KB", marking: "{phantom: {drain: 0.95, threshold: 100B}}", pacer: true},
+		// 1 KB threshold (8 µs of virtual queue at 1 Gbit), scaled.
+		{short: "pq", label: "DCTCP-PQ950", cc: info.Name, buffer: "700KB", marking: pqMarking},
+		{short: "pqp", label: "DCTCP-PQ950-Pacer", cc: info.Name, buffer: "700KB", marking: pqMarking, pacer: true},
 	}
 	res := map[string]hullResult{}
 	repairs0, _ := cc.KernelBugRepairs()
@@ -101,7 +115,7 @@ func TestHULLPaperChecks(t *testing.T) {
 			r.label, r.mbps, r.perFlow[0], r.perFlow[1], r.meanUS, r.p99US, r.backlogKB, r.counts.Matched, r.counts.Unmatched, r.counts.EgressOnly, 100*r.cpuIdle)
 	}
 	var table strings.Builder
-	fmt.Fprintf(&table, "\n| scheme | throughput (100 Mbit line) | mean / p99 switch latency | paper (1 Gbit) |\n|---|---|---|---|\n")
+	fmt.Fprintf(&table, "\n| scheme | throughput (%g Mbit line) | mean / p99 switch latency | paper (1 Gbit) |\n|---|---|---|---|\n", hullRateMbit)
 	for _, sc := range scenarios {
 		r := res[sc.label]
 		fmt.Fprintf(&table, "| %s | %.1f Mbit/s | %.1f / %.1f µs | %s |\n", r.label, r.mbps, r.meanUS, r.p99US, hullPaper[r.label])
@@ -126,7 +140,7 @@ func TestHULLPaperChecks(t *testing.T) {
 	// tens of µs), so the queue cannot go below about four frames however
 	// hard DCTCP cuts: "near K" is near max(K, that floor). Allow 2× for
 	// HTB's burst and timer slack on a loaded machine.
-	const kBytes, floorBytes = 3000.0, 2 * 2 * 1514.0
+	const floorBytes = 2 * 2 * 1514.0
 	nearK := 2 * max(kBytes, floorBytes) * 8 / hullRateMbit // µs
 	if dctcp.meanUS > nearK {
 		t.Errorf("DCTCP-K mean switch latency %.1f µs, want near K (≤ %.0f µs)", dctcp.meanUS, nearK)
@@ -140,7 +154,7 @@ func TestHULLPaperChecks(t *testing.T) {
 	// path: 2 flows × 2 segments against the bandwidth-delay product.
 	bdp := hullRateMbit * 1e6 / 8 * pq.minRTT.Seconds()
 	if floorBytes > bdp {
-		t.Logf("headroom check not reproducible here: 2 flows × 2 segments = %.0f B > BDP %.0f B (min RTT %v at %v Mbit/s); DCTCP-PQ950 ran at %.1f Mbit/s (paper: ~870 of 950). Needs link delay (netem) or 1 Gbit.",
+		t.Logf("headroom check not reproducible here: 2 flows × 2 segments = %.0f B > BDP %.0f B (min RTT %v at %v Mbit/s); DCTCP-PQ950 ran at %.1f Mbit/s (paper: ~870 of 950). Needs link delay (netem; at 1 Gbit the min RTT is shorter still).",
 			floorBytes, bdp, pq.minRTT, hullRateMbit, pq.mbps)
 	} else if pq.mbps < 0.80*hullRateMbit || pq.mbps > 0.95*hullRateMbit {
 		t.Errorf("DCTCP-PQ950 throughput %.1f Mbit/s, want 80–95%% of %v", pq.mbps, hullRateMbit)
@@ -179,14 +193,19 @@ func runHULL(t *testing.T, sc hullScenario) hullResult {
 	if sc.marking != "" {
 		ports += "\n  marking: " + sc.marking
 	}
+	// The senders' pacers come from the lab file, as a user would set them.
+	hostPacer := ""
+	if sc.pacer {
+		hostPacer = "\n  pacer: {}\n  overrides: {h2: {pacer: {enabled: false}}}"
+	}
 	spec, err := emu.Parse(name+".yaml", []byte(fmt.Sprintf(`name: %s
 topology: {kind: star, hosts: 3}
 links: {rate: %gMbit}
 hosts:
-  sysctls: {net.ipv4.tcp_ecn: "1"}
+  sysctls: {net.ipv4.tcp_ecn: "1"}%s
 ports:
   %s
-`, name, hullRateMbit, ports)))
+`, name, hullRateMbit, hostPacer, ports)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,20 +218,16 @@ ports:
 			t.Errorf("lab %s down: %v", name, err)
 		}
 	})
-	prepareLab(t, lab)
 
 	r := hullResult{label: sc.label}
 	var pacers []*pacer.Pacer
-	if sc.pacer {
-		for _, h := range []string{"h0", "h1"} {
-			path, _ := lab.NetNS(h)
-			p, err := pacer.Start(ctx, path, "eth0", pacer.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
+	for _, h := range []string{"h0", "h1"} {
+		if p := lab.Pacers()[h]; p != nil {
 			pacers = append(pacers, p)
-			t.Cleanup(func() { p.Stop() })
 		}
+	}
+	if sc.pacer && len(pacers) != 2 {
+		t.Fatalf("lab runs pacers on %v, want h0 and h1", lab.Pacers())
 	}
 
 	// Receiver: h2 accepts both flows and counts their bytes.
@@ -409,64 +424,11 @@ ports:
 	return r
 }
 
-// prepareLab works around two things of this machine that would distort
-// the measurement; both are reported to the emu owner.
-//
-//   - The kernel's ARP table is shared by all namespaces and capped at
-//     gc_thresh3 (1024). Big labs left running by others fill it, and new
-//     neighbours then fail silently. Permanent entries are exempt.
-//   - TCP builds GSO super-packets even with TSO/GSO off on the device (the
-//     segmentation is done in software after the qdisc), so the switch's
-//     queue, the ECN marker and the LMM's ingress capture would see 5–7 KB
-//     skbs. gso_max_segs 1 on the host NICs keeps every skb one segment.
-func prepareLab(t *testing.T, lab *emu.Lab) {
-	t.Helper()
-	handles := map[string]*netlink.Handle{}
-	handle := func(node string) *netlink.Handle {
-		if h := handles[node]; h != nil {
-			return h
-		}
-		path, err := lab.NetNS(node)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ns, err := netns.GetFromPath(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ns.Close()
-		h, err := netlink.NewHandleAt(ns)
-		if err != nil {
-			t.Fatal(err)
-		}
-		handles[node] = h
-		t.Cleanup(h.Close)
-		return h
+func envFloat(name string, def float64) float64 {
+	if v, err := strconv.ParseFloat(os.Getenv(name), 64); err == nil && v > 0 {
+		return v
 	}
-	for _, l := range lab.Graph.Links {
-		for _, end := range [][2]*emu.Iface{{l.A, l.B}, {l.B, l.A}} {
-			self, peer := end[0], end[1]
-			h, ph := handle(self.Node.Name), handle(peer.Node.Name)
-			sl, err := h.LinkByName(self.Name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pl, err := ph.LinkByName(peer.Name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			n := &netlink.Neigh{LinkIndex: sl.Attrs().Index, State: netlink.NUD_PERMANENT,
-				IP: net.IP(self.PeerAddr.AsSlice()), HardwareAddr: pl.Attrs().HardwareAddr}
-			if err := h.NeighSet(n); err != nil {
-				t.Fatalf("%s: neighbour %s: %v", self.Label(), self.PeerAddr, err)
-			}
-			if self.Node.Kind == emu.Host {
-				if err := h.LinkSetGSOMaxSegs(sl, 1); err != nil {
-					t.Fatalf("%s: gso_max_segs: %v", self.Label(), err)
-				}
-			}
-		}
-	}
+	return def
 }
 
 func setCC(name string) func(string, string, syscall.RawConn) error {

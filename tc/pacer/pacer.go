@@ -171,7 +171,7 @@ func (p *Pacer) setupTree() error {
 		rate: line, // unpaced until the first update: as if no pacer
 	}
 	p.bucket = netlink.MakeHandle(p.major, bucketMinor)
-	if err := p.h.ClassReplace(p.htbClass(p.parent, p.bucket, p.ctl.rate*8, p.ctl.rate*8, uint32(p.cfg.Burst))); err != nil {
+	if err := p.h.ClassReplace(p.bucketClass(p.ctl.rate)); err != nil {
 		return fmt.Errorf("bucket class: %w", err)
 	}
 	return p.replaceBfifo(netlink.MakeHandle(bucketQdiscMajor, 0), p.bucket, uint32(p.cfg.Buffer))
@@ -233,6 +233,17 @@ func (p *Pacer) buildTree() error {
 		return fmt.Errorf("htb default class: %w", err)
 	}
 	return nil
+}
+
+// bucketClass is the bucket at rate r (bytes/s): R is its ceiling, and it
+// is guaranteed only min_rate. HTB lets a class send up to its guaranteed
+// rate whatever its parent has left, so a bucket guaranteed R beside the
+// NIC's band (guaranteed the line rate) let the host send up to twice the
+// line rate (measured: 167–196 Mbit/s into a 100 Mbit switch port while a
+// bucket drained). Guaranteed little, the bucket borrows R from the port
+// class it shares with the band, and the host never exceeds the line.
+func (p *Pacer) bucketClass(r float64) *netlink.HtbClass {
+	return p.htbClass(p.parent, p.bucket, min(p.ctl.min, r)*8, r*8, uint32(p.cfg.Burst))
 }
 
 func (p *Pacer) htbClass(parent, handle uint32, rate, ceil float64, burst uint32) *netlink.HtbClass {
@@ -324,17 +335,33 @@ func (p *Pacer) run(ctx context.Context) {
 	}
 	prevAt := time.Now()
 	lastSet := p.ctl.rate
+	prevPaced, err := p.counter(cntPaced)
+	if err != nil {
+		p.fail(err)
+		return
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		cur, err := p.bucketStats()
+		// An idle bucket (empty at the last reading, and no packet sent
+		// to it since) has sent nothing and queues nothing: skip the
+		// netlink class dump, which is most of the loop's CPU time.
+		paced, err := p.counter(cntPaced)
 		if err != nil {
 			p.fail(err)
 			return
 		}
+		cur := prev
+		if paced != prevPaced || prev.backlog != 0 {
+			if cur, err = p.bucketStats(); err != nil {
+				p.fail(err)
+				return
+			}
+		}
+		prevPaced = paced
 		now := time.Now()
 		// M_r counts bytes that reached the bucket: those it sent plus the
 		// growth of its queue.
@@ -349,7 +376,7 @@ func (p *Pacer) run(ctx context.Context) {
 		if math.Abs(r-lastSet)*8 < 0.5e6 {
 			continue
 		}
-		if err := p.h.ClassChange(p.htbClass(p.parent, p.bucket, r*8, r*8, uint32(p.cfg.Burst))); err != nil {
+		if err := p.h.ClassChange(p.bucketClass(r)); err != nil {
 			p.fail(fmt.Errorf("setting bucket rate: %w", err))
 			return
 		}
@@ -370,18 +397,76 @@ type bucketCounters struct {
 }
 
 func (p *Pacer) bucketStats() (bucketCounters, error) {
-	classes, err := p.h.ClassList(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: p.ifidx}}, p.parent)
+	c, err := findBucket(p.h, p.ifidx, p.bucket)
 	if err != nil {
-		return bucketCounters{}, fmt.Errorf("class statistics: %w", err)
+		return bucketCounters{}, err
+	}
+	if c == nil || c.Statistics == nil || c.Statistics.Basic == nil || c.Statistics.Queue == nil {
+		return bucketCounters{}, fmt.Errorf("bucket class %x:%x is gone", p.bucket>>16, p.bucket&0xffff)
+	}
+	return bucketCounters{c.Statistics.Basic.Bytes, c.Statistics.Queue.Backlog, c.Statistics.Queue.Drops}, nil
+}
+
+// findBucket returns the HTB class handle on interface ifidx, nil if there
+// is none.
+func findBucket(h *netlink.Handle, ifidx int, handle uint32) (*netlink.HtbClass, error) {
+	classes, err := h.ClassList(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: ifidx}}, 0)
+	if err != nil {
+		return nil, fmt.Errorf("class statistics: %w", err)
 	}
 	for _, c := range classes {
-		a := c.Attrs()
-		if a.Handle != p.bucket || a.Statistics == nil || a.Statistics.Basic == nil || a.Statistics.Queue == nil {
+		if hc, ok := c.(*netlink.HtbClass); ok && hc.Handle == handle {
+			return hc, nil
+		}
+	}
+	return nil, nil
+}
+
+// Bucket is a pacer's token bucket as the kernel holds it, readable from
+// any process (the rate controller may run in another one).
+type Bucket struct {
+	Rate       units.Rate // R, the bucket's ceiling
+	Guaranteed units.Rate // what HTB guarantees it (min_rate)
+	Parent     uint32     // the HTB class it borrows from
+	Backlog    uint32     // bytes queued
+}
+
+// ReadBucket reads the bucket on ifname in the namespace at nsPath; ok is
+// false when the NIC has no pacer.
+func ReadBucket(nsPath, ifname string) (b Bucket, ok bool, err error) {
+	ns, err := netns.GetFromPath(nsPath)
+	if err != nil {
+		return b, false, err
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	if err != nil {
+		return b, false, err
+	}
+	defer h.Close()
+	link, err := h.LinkByName(ifname)
+	if err != nil {
+		return b, false, err
+	}
+	qs, err := h.QdiscList(link)
+	if err != nil {
+		return b, false, err
+	}
+	for _, q := range qs {
+		if _, isHTB := q.(*netlink.Htb); !isHTB || q.Attrs().Parent != netlink.HANDLE_ROOT {
 			continue
 		}
-		return bucketCounters{a.Statistics.Basic.Bytes, a.Statistics.Queue.Backlog, a.Statistics.Queue.Drops}, nil
+		c, err := findBucket(h, link.Attrs().Index, netlink.MakeHandle(uint16(q.Attrs().Handle>>16), bucketMinor))
+		if err != nil || c == nil {
+			return b, false, err
+		}
+		b = Bucket{Rate: units.Rate(c.Ceil * 8), Guaranteed: units.Rate(c.Rate * 8), Parent: c.Parent}
+		if c.Statistics != nil && c.Statistics.Queue != nil {
+			b.Backlog = c.Statistics.Queue.Backlog
+		}
+		return b, true, nil
 	}
-	return bucketCounters{}, fmt.Errorf("bucket class %x:%x is gone", p.bucket>>16, p.bucket&0xffff)
+	return b, false, nil
 }
 
 // Err reports why the rate controller stopped early, if it did.
@@ -416,6 +501,27 @@ func (p *Pacer) Associated() (int, error) {
 	return n, nil
 }
 
+// Indices of the programs' counters (enum in bpf/pacer.bpf.c).
+const (
+	cntECEAcks = iota
+	cntAssociated
+	cntPaced
+	cntExpired
+)
+
+// counter sums one of the programs' per-CPU counters.
+func (p *Pacer) counter(i uint32) (uint64, error) {
+	var perCPU []uint64
+	if err := p.objs.Counters.Lookup(i, &perCPU); err != nil {
+		return 0, fmt.Errorf("pacer %s: counters: %w", p.where, err)
+	}
+	var sum uint64
+	for _, v := range perCPU {
+		sum += v
+	}
+	return sum, nil
+}
+
 // Stats returns the pacer's counters and current rate.
 func (p *Pacer) Stats() (Stats, error) {
 	var s Stats
@@ -423,14 +529,12 @@ func (p *Pacer) Stats() (Stats, error) {
 	s.Rate = units.Rate(p.ctl.rate * 8)
 	s.Updates = p.updates
 	p.mu.Unlock()
-	for i, dst := range []*uint64{&s.ECEAcks, &s.Associations, &s.Paced, &s.Expired} {
-		var perCPU []uint64
-		if err := p.objs.Counters.Lookup(uint32(i), &perCPU); err != nil {
-			return s, fmt.Errorf("pacer %s: counters: %w", p.where, err)
+	for i, dst := range []*uint64{cntECEAcks: &s.ECEAcks, cntAssociated: &s.Associations, cntPaced: &s.Paced, cntExpired: &s.Expired} {
+		v, err := p.counter(uint32(i))
+		if err != nil {
+			return s, err
 		}
-		for _, v := range perCPU {
-			*dst += v
-		}
+		*dst = v
 	}
 	b, err := p.bucketStats()
 	if err != nil {

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"fabric/emu"
+	"fabric/internal/testenv"
+	"fabric/internal/units"
+	"fabric/tc/pacer"
+)
+
+// TestMain lets this test binary stand in for the fabric binary when `up`
+// re-executes itself as the pacer agent (os.Executable is the test binary).
+func TestMain(m *testing.M) {
+	if isAgent() {
+		main()
+	}
+	os.Exit(m.Run())
+}
+
+// `fabric up` of a lab with pacers returns once the lab is up and leaves a
+// process behind that runs the pacers' rate controllers; `fabric down`
+// ends it. A second `up` of the same name fails in that process, and its
+// error and exit code reach the caller.
+func TestUpLeavesPacerAgent(t *testing.T) {
+	testenv.RequireRoot(t)
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	name := "t5agent" + hex.EncodeToString(b)
+	file := filepath.Join(t.TempDir(), "paced.yaml")
+	src := fmt.Sprintf("name: %s\ntopology: {kind: star, hosts: 2}\nlinks: {rate: 100Mbit}\nhosts:\n  pacer: {rate_interval: 2ms}\n", name)
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t.Cleanup(func() { emu.Down(context.Background(), name) })
+
+	code, out := runFabric(ctx, "up", file)
+	if code != exitOK || !strings.Contains(out, "HULL pacer on h0,h1") {
+		t.Fatalf("up: exit %d\n%q", code, out)
+	}
+	h, err := emu.ReadPacerHolder(name)
+	if err != nil || h == nil {
+		t.Fatalf("no pacer holder recorded: %v", err)
+	}
+	if !h.Agent || h.PID == os.Getpid() || !h.Alive() {
+		t.Fatalf("holder %+v: want a live agent process other than this one", h)
+	}
+	if code, out := runFabric(ctx, "status", name); code != exitOK || !strings.Contains(out, fmt.Sprintf("HULL pacers on h0,h1, process %d (running)", h.PID)) || !strings.Contains(out, "h1 bucket: R ") {
+		t.Errorf("status: exit %d, want the pacer agent listed\n%s", code, out)
+	}
+	// The agent's controller runs: with no traffic it lowers the bucket's
+	// rate from the line rate toward its floor.
+	bucketRate := func() units.Rate {
+		b, ok, err := pacer.ReadBucket(emu.NetNSPath(name, "h0"), "eth0")
+		if err != nil || !ok {
+			t.Fatalf("h0's bucket: found %v, %v", ok, err)
+		}
+		return b.Rate
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for r := bucketRate(); r > 10*units.Mbit; r = bucketRate() {
+		if time.Now().After(deadline) {
+			t.Fatalf("h0's bucket rate is %v 5 s after up: the agent's controller is not running", r)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	code, out = runFabric(ctx, "up", file)
+	if code != exitFailure || !strings.Contains(out, "already exists") {
+		t.Errorf("second up: exit %d, want %d with the agent's error\n%q", code, exitFailure, out)
+	}
+	if !h.Alive() {
+		t.Fatal("the failed second up ended the first lab's agent")
+	}
+
+	if code, out := runFabric(ctx, "down", name); code != exitOK {
+		t.Fatalf("down: exit %d\n%s", code, out)
+	}
+	if h.Alive() {
+		t.Errorf("agent %d still runs after down", h.PID)
+	}
+	if _, err := os.Stat(emu.LabDir(name)); err == nil {
+		t.Errorf("%s left after down", emu.LabDir(name))
+	}
+}
