@@ -41,6 +41,8 @@ type Options struct {
 	// NoIPv6 disables IPv6 in every namespace before its links exist, so
 	// no router solicitation or MLD report ever crosses a link.
 	NoIPv6 bool
+	// MTU of every link; 0 means 1500.
+	MTU int
 }
 
 // LabName is a random lab name: prefix and six hex digits.
@@ -54,6 +56,7 @@ func LabName(prefix string) string {
 type Star struct {
 	Name  string
 	t     testing.TB
+	mtu   int
 	nodes map[string]*node
 	made  []string              // nodes in creation order, for cleanup
 	addr  map[string]netip.Addr // host → its address
@@ -75,7 +78,10 @@ func New(t testing.TB, opt Options, hosts ...string) *Star {
 	if opt.Name == "" {
 		opt.Name = LabName("t")
 	}
-	s := &Star{Name: opt.Name, t: t, nodes: map[string]*node{}, addr: map[string]netip.Addr{}}
+	if opt.MTU == 0 {
+		opt.MTU = 1500
+	}
+	s := &Star{Name: opt.Name, t: t, mtu: opt.MTU, nodes: map[string]*node{}, addr: map[string]netip.Addr{}}
 	t.Cleanup(s.destroy)
 	var common [][2]string
 	if opt.NoIPv6 {
@@ -181,7 +187,7 @@ func (s *Star) addNode(name string, sysctls [][2]string) error {
 func (s *Star) link(host string, i int) error {
 	r, h := s.nodes[Router], s.nodes[host]
 	veth := &netlink.Veth{
-		LinkAttrs:     netlink.LinkAttrs{Name: s.Port(host), MTU: 1500, TxQLen: 1000},
+		LinkAttrs:     netlink.LinkAttrs{Name: s.Port(host), MTU: s.mtu, TxQLen: 1000},
 		PeerName:      "eth0",
 		PeerNamespace: netlink.NsFd(h.ns),
 	}

@@ -29,6 +29,12 @@ type Lab struct {
 // host side "eth0" (10.3.i.2/24), router side "<host>" (10.3.i.1/24).
 func NewStar(t testing.TB, hosts ...string) *Lab {
 	t.Helper()
+	return NewStarMTU(t, 0, hosts...)
+}
+
+// NewStarMTU is NewStar with every link at mtu bytes (0: 1500).
+func NewStarMTU(t testing.TB, mtu int, hosts ...string) *Lab {
+	t.Helper()
 	name := nstest.LabName("t3")
 	// Registered first, so it runs last: after the namespaces are gone,
 	// as emu's Down forgets a lab.
@@ -37,7 +43,7 @@ func NewStar(t testing.TB, hosts ...string) *Lab {
 			t.Logf("forget lab %s: %v", name, err)
 		}
 	})
-	return &Lab{Star: nstest.New(t, nstest.Options{Name: name}, hosts...), t: t}
+	return &Lab{Star: nstest.New(t, nstest.Options{Name: name, MTU: mtu}, hosts...), t: t}
 }
 
 // Egress is the router port that sends to host (its peer is host's eth0).
