@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -45,6 +46,15 @@ var running = struct {
 	sync.Mutex
 	labs map[string]map[string]*pacer.Pacer
 }{labs: map[string]map[string]*pacer.Pacer{}}
+
+// processIsAgent is set by BecomePacerAgent.
+var processIsAgent atomic.Bool
+
+// BecomePacerAgent declares that this process exists only to run pacers,
+// so Down may end it with SIGTERM. `fabric up` calls it in the process it
+// leaves behind, before Up, so the holder record says "agent" from its
+// first write.
+func BecomePacerAgent() { processIsAgent.Store(true) }
 
 // PacedHosts are the hosts of g whose pacer the lab file turns on.
 func (s *Spec) PacedHosts(g *Graph) []string {
@@ -99,7 +109,7 @@ func (l *Lab) StartPacers(ctx context.Context, hosts []string) error {
 	}
 	all := slices.Sorted(maps.Keys(running.labs[l.Name]))
 	running.Unlock()
-	if err := writeHolder(l.Name, all, false); err != nil {
+	if err := writeHolder(l.Name, all); err != nil {
 		return fail(errors.Join(err, l.StopPacers()))
 	}
 	return nil
@@ -119,13 +129,6 @@ func (l *Lab) Pacers() map[string]*pacer.Pacer {
 // StopPacers stops the lab's pacers running in this process and removes
 // them from the hosts' NICs; the lab stays up.
 func (l *Lab) StopPacers() error { return stopLocalPacers(l.Name) }
-
-// HoldPacers marks this process as the lab's pacer agent: one that exists
-// only to run the pacers, which Down may end with SIGTERM. `fabric up`
-// calls it in the process it leaves behind.
-func (l *Lab) HoldPacers() error {
-	return writeHolder(l.Name, slices.Sorted(maps.Keys(l.Pacers())), true)
-}
 
 // ReadPacerHolder returns the process that runs lab's pacers, if any.
 func ReadPacerHolder(lab string) (*PacerHolder, error) {
@@ -150,7 +153,7 @@ func (h *PacerHolder) Alive() bool {
 	return err == nil && running && t == h.StartTicks
 }
 
-func writeHolder(lab string, hosts []string, agent bool) error {
+func writeHolder(lab string, hosts []string) error {
 	if len(hosts) == 0 {
 		if err := os.Remove(filepath.Join(LabDir(lab), pacersFile)); !errors.Is(err, fs.ErrNotExist) {
 			return err
@@ -161,7 +164,7 @@ func writeHolder(lab string, hosts []string, agent bool) error {
 	if err != nil {
 		return err
 	}
-	b, err := json.Marshal(PacerHolder{PID: os.Getpid(), StartTicks: start, Hosts: hosts, Agent: agent})
+	b, err := json.Marshal(PacerHolder{PID: os.Getpid(), StartTicks: start, Hosts: hosts, Agent: processIsAgent.Load()})
 	if err != nil {
 		return err
 	}

@@ -108,18 +108,15 @@ func upWithAgent(ctx context.Context, out, errOut io.Writer, lab, file string, v
 	return errors.Join(fmt.Errorf("pacer agent: %v", werr), emu.Down(context.WithoutCancel(ctx), lab))
 }
 
-// holdPacers is the agent's life after its lab is up: mark itself as the
-// holder, tell the parent, move its output to the lab's log, and stop the
-// pacers when signalled (the lab stays up).
+// holdPacers is the agent's life after its lab is up (emu.Up recorded it
+// as the holder, see BecomePacerAgent): tell the parent, move its output
+// to the lab's log, and stop the pacers when signalled (the lab stays up).
 func holdPacers(ctx context.Context, lab *emu.Lab) error {
 	log, err := os.OpenFile(filepath.Join(emu.LabDir(lab.Name), agentLog), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err == nil {
-		defer log.Close()
-		err = lab.HoldPacers()
-	}
 	if err != nil { // nobody would hold the pacers: the up fails as a whole
 		return errors.Join(fmt.Errorf("pacer agent: %w", err), lab.Down(context.WithoutCancel(ctx)))
 	}
+	defer log.Close()
 	ready := os.NewFile(agentReadyFD, "ready")
 	fmt.Fprintln(ready, agentReady)
 	ready.Close()

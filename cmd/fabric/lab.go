@@ -47,6 +47,9 @@ func upCmd() *cobra.Command {
 				verbose, _ := cmd.Flags().GetBool("verbose")
 				return upWithAgent(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), spec.Name, args[0], verbose)
 			}
+			if isAgent() {
+				emu.BecomePacerAgent()
+			}
 			t0 := time.Now()
 			lab, err := emu.Up(cmd.Context(), spec)
 			if err != nil {
