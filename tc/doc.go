@@ -26,7 +26,10 @@
 //     band's HTB class from the DSCP, and runs the DCTCP marker.
 //   - port_xmit (tp_btf/net_dev_start_xmit, one pinned link per lab) sees
 //     packets leave the qdisc: it counts the ECN ports' departures and runs
-//     the phantom queues at their true departure times.
+//     the phantom queues at their true departure times, serialized at the
+//     port rate: a veth delivers a burst that HTB lets through at once, a
+//     real wire one frame per len/C, and HULL's PQ grows by (1 − γ) of each
+//     frame only on the latter (TestPhantomQueueSerializes).
 //   - port_peer (tc ingress of the veth peer) sets CE on the packets the
 //     phantom queue decided to mark, and counts arrivals for the ECN marker.
 //

@@ -167,6 +167,7 @@ func applyPrograms(ctx context.Context, c *nsConn, link netlink.Link, t Target, 
 	case p.Phantom != nil:
 		cfg.Marker = markPhantom
 		cfg.DrainBps = uint64(p.Rate.BytesPerSecond() * p.Phantom.Drain)
+		cfg.WireBps = uint64(p.Rate.BytesPerSecond())
 		cfg.Threshold = uint32(p.Phantom.Threshold)
 	}
 	if p.needsProgram() {

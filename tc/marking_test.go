@@ -289,6 +289,69 @@ func TestPhantomQueue(t *testing.T) {
 	}
 }
 
+// TestPhantomQueueSerializes: HULL's PQ sits on a wire that delivers
+// packets at the line rate C, so a burst grows it by only (1 − γ) of each
+// packet. A veth has no serialization: an idle HTB port hands a burst (up
+// to its 1 ms bucket) to the wire at once. Bursts of 8 back-to-back ECT
+// frames through an idle 100 Mbit port with §6.1's PQ (γ = 0.95, 1 KB)
+// must therefore go unmarked (8 × 5 % of 1514 B is under 1 KB), and the
+// counter must stay near one frame. Counting each burst at the instant it
+// reached the wire marked 7 of every 8 packets, with the counter near
+// 8 frames.
+func TestPhantomQueueSerializes(t *testing.T) {
+	testenv.RequireRoot(t)
+	lab := tctest.NewStar(t, "a", "rx")
+	port := lab.Egress("rx")
+	const rate = 100 * units.Mbit
+	apply(t, port, resolve(t, tc.PortSpec{
+		Marking: &tc.MarkingSpec{Phantom: &tc.PhantomSpec{Drain: 0.95, Threshold: units.KB}}}, rate))
+	dst := netip.AddrPortFrom(lab.Addr("rx"), 6002)
+	sink := lab.ListenUDP("rx", 6002)
+	const bursts, perBurst, frame = 20, 8, 1514
+	for range bursts {
+		// 10 Gbit/s from a host whose NIC has no shaper: the frames reach
+		// the port within microseconds of each other.
+		n, err := lab.SendUDP(context.Background(), tctest.UDPStream{From: "a", To: dst, Rate: 10e9, Size: frame, TOS: 0x02,
+			Duration: (perBurst - 1) * frame * 8 / 10 * time.Nanosecond}) // the last frame leaves at (n−1)·size/rate
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != perBurst {
+			t.Fatalf("sent %d frames in a burst, want %d", n, perBurst)
+		}
+		time.Sleep(20 * time.Millisecond) // the port and the counter drain
+	}
+	time.Sleep(50 * time.Millisecond)
+	got := sink.Received()
+	sink.Close()
+	st, err := tc.Stats(context.Background(), port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Phantom == nil {
+		t.Fatal("no phantom queue counters")
+	}
+	ce := 0
+	for _, d := range got {
+		if d.CE() {
+			ce++
+		}
+	}
+	t.Logf("%d bursts of %d: %d packets arrived, %d CE; phantom saw %d packets, marked %d, vq max %d B",
+		bursts, perBurst, len(got), ce, st.Phantom.Packets, st.Phantom.Marks, st.Phantom.VQMax)
+	if len(got) < bursts*perBurst*9/10 {
+		t.Fatalf("only %d of %d packets arrived", len(got), bursts*perBurst)
+	}
+	if ce != 0 || st.Phantom.Marks != 0 {
+		t.Errorf("bursts below the threshold's worth of serialized growth were marked: %d CE at the receiver, %d marks", ce, st.Phantom.Marks)
+	}
+	// One frame plus the growth of the rest, with room for two bursts
+	// that met (a late sender) but not for a burst counted unserialized.
+	if limit := uint64(frame + 2*perBurst*frame/20); st.Phantom.VQMax > limit {
+		t.Errorf("phantom queue reached %d B, want ≤ %d B for serialized bursts", st.Phantom.VQMax, limit)
+	}
+}
+
 func leastSquaresSlope(xs, ys []float64) float64 {
 	n := float64(len(xs))
 	var sx, sy, sxx, sxy float64

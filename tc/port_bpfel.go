@@ -23,6 +23,7 @@ type portPortCfg struct {
 	StaleNs   uint64
 	BandOf    [8]uint8
 	Owner     portPortKey
+	WireBps   uint64
 }
 
 type portPortKey struct {
@@ -51,6 +52,7 @@ type portPortState struct {
 	ArrivedPeer  [8]uint64
 	Missed       [8]uint64
 	LastDepartNs uint64
+	WireFreeNs   uint64
 }
 
 // Names of all BPF objects in the ELF.

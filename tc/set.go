@@ -203,6 +203,7 @@ func setRate(t Target, r units.Rate) error {
 			return nil
 		}
 		cfg.DrainBps = uint64(float64(cfg.DrainBps) * scale)
+		cfg.WireBps = uint64(float64(cfg.WireBps) * scale)
 		return maps.cfg.Update(&k, &cfg, ebpf.UpdateExist)
 	}
 	return rescale(c, link.Attrs().Index, dirEgress)

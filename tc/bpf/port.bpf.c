@@ -95,6 +95,7 @@ struct port_cfg {
 	__u64 stale_ns;   /* ECN: no departure for this long means the port is idle */
 	__u8 band_of[8];  /* DSCP class selector (dscp >> 3) -> band */
 	struct port_key owner; /* MARK_DEPART: the egress port these packets left */
+	__u64 wire_Bps;   /* PQ: the port rate, at which a real wire delivers packets */
 };
 
 /* Written by the programs under the lock; read by userspace with BPF_F_LOCK. */
@@ -113,6 +114,7 @@ struct port_state {
 	__u64 arrived_peer[MAX_BANDS]; /* ECN: bytes of band b seen at the peer (port_peer) */
 	__u64 missed[MAX_BANDS];  /* ECN: departures port_xmit is known to have missed */
 	__u64 last_depart_ns;
+	__u64 wire_free_ns; /* PQ: when the wire has delivered the last packet */
 };
 
 struct {
@@ -250,16 +252,26 @@ static __always_inline int ecn_enqueue(struct port_state *st, const struct port_
  * phantom_update is HULL's phantom queue (§2.1): first drain,
  * vq = max(0, vq - gamma*C*dt), then mark when vq > threshold, then add the
  * packet. vq and last_ns must move together, hence the lock.
+ *
+ * HULL's PQ sits on the switch's egress link, where packets arrive at most
+ * at the line rate C. A veth has no serialization: an idle HTB port hands
+ * a burst (up to its 1 ms bucket) to the wire at once, and counted at that
+ * instant it would grow the PQ by whole packets instead of (1 - gamma) of
+ * each, marking flows that run far below C. So each packet is counted when
+ * a real wire would deliver it: no earlier than the previous packet's
+ * delivery plus its own serialization time len/C.
  */
 static __always_inline int phantom_update(struct port_state *st, const struct port_cfg *cfg,
 					  __u64 len, int ect)
 {
-	__u64 now = bpf_ktime_get_ns();
+	__u64 at = bpf_ktime_get_ns();
 	int mark;
 
 	bpf_spin_lock(&st->lock);
-	if (st->last_ns && now > st->last_ns) {
-		__u64 dt = now - st->last_ns;
+	if (cfg->wire_Bps && st->wire_free_ns > at)
+		at = st->wire_free_ns;
+	if (st->last_ns && at > st->last_ns) {
+		__u64 dt = at - st->last_ns;
 		if (dt >= NSEC_PER_SEC) {
 			st->vq = 0; /* a second of drain empties any sane threshold */
 		} else {
@@ -268,8 +280,10 @@ static __always_inline int phantom_update(struct port_state *st, const struct po
 			st->vq = st->vq > drained ? st->vq - drained : 0;
 		}
 	}
-	if (now > st->last_ns)
-		st->last_ns = now;
+	if (at > st->last_ns)
+		st->last_ns = at;
+	if (cfg->wire_Bps)
+		st->wire_free_ns = at + len * NSEC_PER_SEC / cfg->wire_Bps;
 	/* The packet is marked by the queue it finds, as at a switch's enqueue.
 	 * Comparing after adding it would mark every packet of a 1.5 KB-MTU
 	 * flow against HULL's 1 KB threshold, even on an idle link. */
