@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -254,9 +257,38 @@ func (b *build) run(ctx context.Context, st *State) error {
 // DAD do not add packets to captures.
 var switchSysctls = [][2]string{
 	{"net.ipv4.ip_forward", "1"},
-	{"net.ipv4.fib_multipath_hash_policy", "1"}, // L4 hash: flows spread over equal-cost paths
 	{"net.ipv4.conf.all.rp_filter", "0"},
 	{"net.ipv4.conf.default.rp_filter", "0"},
+}
+
+// setECMPHash makes the switch in this namespace spread flows over
+// equal-cost paths by their 5-tuple, hashed with a seed of its own.
+//
+// A shared hash polarizes ECMP: each switch computes the same hash for a
+// flow, so a flow's choice at an aggregation switch repeats its choice at
+// the edge, and in a k=4 fat tree the flows from one host to another pod
+// reached only 2 of the 4 core switches. Two things make the hash shared:
+// policy 1 (L4) reuses the L4 hash the sender's socket stamped on the
+// packet, which crosses every veth unchanged, and every namespace has the
+// same default key. So the switch uses policy 3 (the fields listed in
+// fib_multipath_hash_fields, always hashed afresh) over the 5-tuple, with
+// a seed derived from its name, so that a topology routes a given flow the
+// same way in every lab. Kernels before 6.11 have no per-namespace seed,
+// and before 5.12 no policy 3: there the switch falls back to what exists
+// (policy 1), and flows may polarize.
+func setECMPHash(switchName string) error {
+	h := fnv.New32a()
+	h.Write([]byte(switchName))
+	seed := max(h.Sum32(), 1) // 0 means "the kernel's shared key"
+	if err := writeSysctl("net.ipv4.fib_multipath_hash_seed", strconv.FormatUint(uint64(seed), 10)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	const fiveTuple = 0x01 | 0x02 | 0x04 | 0x10 | 0x20 // src/dst IP, protocol, src/dst port
+	if writeSysctl("net.ipv4.fib_multipath_hash_fields", strconv.Itoa(fiveTuple)) == nil &&
+		writeSysctl("net.ipv4.fib_multipath_hash_policy", "3") == nil {
+		return nil
+	}
+	return writeSysctl("net.ipv4.fib_multipath_hash_policy", "1")
 }
 
 // commonSysctls apply to every node. Only "default" is needed for IPv6:
@@ -307,6 +339,11 @@ func (b *build) prepare(n *Node) error {
 	}
 	for _, kv := range sysctls {
 		if err := ensureSysctl(kv[0], kv[1]); err != nil {
+			return fmt.Errorf("%s: %w", n.Name, err)
+		}
+	}
+	if n.Kind == Switch {
+		if err := setECMPHash(n.Name); err != nil {
 			return fmt.Errorf("%s: %w", n.Name, err)
 		}
 	}
