@@ -337,10 +337,15 @@ func TestPhantomQueueSerializes(t *testing.T) {
 			ce++
 		}
 	}
-	t.Logf("%d bursts of %d: %d packets arrived, %d CE; phantom saw %d packets, marked %d, vq max %d B",
-		bursts, perBurst, len(got), ce, st.Phantom.Packets, st.Phantom.Marks, st.Phantom.VQMax)
+	t.Logf("%d bursts of %d: %d packets arrived, %d CE; phantom saw %d packets (%d ECT), marked %d, vq max %d B",
+		bursts, perBurst, len(got), ce, st.Phantom.Packets, st.Phantom.ECT, st.Phantom.Marks, st.Phantom.VQMax)
 	if len(got) < bursts*perBurst*9/10 {
 		t.Fatalf("only %d of %d packets arrived", len(got), bursts*perBurst)
+	}
+	// Every frame was ECT(0); the counter reads that from the departing
+	// packet's header.
+	if st.Phantom.ECT < uint64(len(got)) || st.Phantom.ECT > st.Phantom.Packets {
+		t.Errorf("phantom queue counted %d ECT packets of %d seen, want ≥ the %d ECT packets that arrived", st.Phantom.ECT, st.Phantom.Packets, len(got))
 	}
 	if ce != 0 || st.Phantom.Marks != 0 {
 		t.Errorf("bursts below the threshold's worth of serialized growth were marked: %d CE at the receiver, %d marks", ce, st.Phantom.Marks)

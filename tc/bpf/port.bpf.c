@@ -69,6 +69,9 @@ struct sk_buff {
 	struct net_device *dev;
 	unsigned int len;
 	__u32 priority;
+	unsigned char *head;
+	__u16 network_header;
+	__u16 protocol;
 } __attribute__((preserve_access_index));
 
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
@@ -366,6 +369,26 @@ int port_peer(struct __sk_buff *ctx)
  * fires for every device on the machine, so it does one hash lookup and
  * leaves.
  */
+/* xmit_is_ect reads the ECN field of a departing packet from its network
+ * header (the tracepoint has no packet-access helpers). */
+static __always_inline int xmit_is_ect(struct sk_buff *skb)
+{
+	unsigned char *nh = skb->head + skb->network_header;
+	__u8 b[2];
+
+	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+		if (bpf_probe_read_kernel(b, 2, nh))
+			return 0;
+		return (b[1] & 3) != 0; /* TOS byte */
+	}
+	if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+		if (bpf_probe_read_kernel(b, 2, nh))
+			return 0;
+		return ((b[1] >> 4) & 3) != 0; /* traffic class straddles bytes 0-1 */
+	}
+	return 0;
+}
+
 SEC("tp_btf/net_dev_start_xmit")
 int port_xmit(__u64 *ctx)
 {
@@ -384,7 +407,7 @@ int port_xmit(__u64 *ctx)
 		return 0;
 	if (cfg->marker == MARK_PHANTOM) {
 		/* Not-ECT packets count too: the counter measures load. */
-		if (phantom_update(st, cfg, skb->len, 0)) {
+		if (phantom_update(st, cfg, skb->len, xmit_is_ect(skb))) {
 			__u64 addr = (__u64)skb;
 			bpf_map_update_elem(&phantom_marks, &addr, &key, BPF_ANY);
 		}
