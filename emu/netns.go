@@ -1,7 +1,6 @@
 package emu
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"fabric/internal/dirs"
 )
 
 // ensureSysctl writes a sysctl only when it differs: a new namespace
@@ -43,21 +44,14 @@ func writeSysctl(key, value string) error {
 // labNetNS lists the namespace files of lab ("" for every lab) under
 // /run/netns, by name prefix.
 func labNetNS(lab string) ([]string, error) {
-	entries, err := os.ReadDir(netnsDir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range entries {
+	names, err := dirs.Names(netnsDir, func(e fs.DirEntry) bool {
 		l, ok := labOfNetNS(e.Name())
-		if ok && (lab == "" || l == lab) {
-			out = append(out, filepath.Join(netnsDir, e.Name()))
-		}
+		return ok && (lab == "" || l == lab)
+	})
+	for i, n := range names {
+		names[i] = filepath.Join(netnsDir, n)
 	}
-	return out, nil
+	return names, err
 }
 
 // nsID identifies a namespace by device and inode, as /proc/PID/ns/net

@@ -120,8 +120,8 @@ func TestHULLPaperChecks(t *testing.T) {
 		{short: "tcp", label: "TCP-DropTail", cc: "cubic", buffer: "700KB"},
 		// K = 30 KB at 1 Gbit, scaled to 100 Mbit.
 		{short: "k3", label: "DCTCP-30K", cc: info.Name, buffer: "700KB", marking: fmt.Sprintf("{ecn: {threshold: %.0fB}}", kBytes)},
-		// HULL §6.1: phantom queue draining at 95% of the line rate with a
-		// 1 KB threshold (8 µs of virtual queue at 1 Gbit), scaled.
+		// HULL §6.1: phantom queue draining at 95% of the line rate with
+		// its 1 KB threshold, not scaled (see pqMarking).
 		{short: "pq", label: "DCTCP-PQ950", cc: info.Name, buffer: "700KB", marking: pqMarking},
 		{short: "pqp", label: "DCTCP-PQ950-Pacer", cc: info.Name, buffer: "700KB", marking: pqMarking, pacer: true},
 	}
