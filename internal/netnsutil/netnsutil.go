@@ -67,6 +67,22 @@ func Create(path string, fn func() error) error {
 	}, path)
 }
 
+// Anonymous makes a network namespace that no path names and returns a
+// handle to it; the kernel frees it, and everything in it, when the last
+// handle closes. Probes use it for throwaway experiments.
+func Anonymous() (netns.NsHandle, error) {
+	ns := netns.None()
+	err := onLockedThread(func() error {
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			return fmt.Errorf("unshare: %w", err)
+		}
+		var err error
+		ns, err = netns.Get()
+		return err
+	}, "anonymous namespace")
+	return ns, err
+}
+
 // Remove unmounts and deletes a named namespace. The kernel frees the
 // namespace, and the interfaces inside it, once nothing holds it.
 func Remove(path string) error {
@@ -101,4 +117,44 @@ func onLockedThread(body func() error, name string) error {
 		errc <- berr
 	}()
 	return <-errc
+}
+
+// WriteSysfs writes value to /sys/<rel> as the network namespace at path
+// sees it. sysfs shows the devices of the namespace that mounted it, so
+// the write happens on a thread that enters the namespace, takes a private
+// mount namespace and mounts sysfs there; the thread is discarded after.
+func WriteSysfs(path, rel, value string) error {
+	target, err := netns.GetFromPath(path)
+	if err != nil {
+		return fmt.Errorf("network namespace %s: %w", path, err)
+	}
+	defer target.Close()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread's namespaces change for good
+		errc <- writeSysfsHere(target, rel, value)
+	}()
+	return <-errc
+}
+
+func writeSysfsHere(target netns.NsHandle, rel, value string) error {
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("unshare mount namespace: %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("private mounts: %w", err)
+	}
+	if err := netns.Set(target); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "fabric-sysfs")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(dir)
+	if err := unix.Mount("sysfs", dir, "sysfs", 0, ""); err != nil {
+		return fmt.Errorf("mount sysfs: %w", err)
+	}
+	defer unix.Unmount(dir, unix.MNT_DETACH)
+	return os.WriteFile(filepath.Join(dir, rel), []byte(value), 0o644)
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"fabric/internal/testenv"
+	"github.com/fabric-emu/fabric/internal/testenv"
 )
 
 func TestCreateDoRemove(t *testing.T) {

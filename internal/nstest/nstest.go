@@ -27,8 +27,8 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"fabric/internal/ethtool"
-	"fabric/internal/netnsutil"
+	"github.com/fabric-emu/fabric/internal/ethtool"
+	"github.com/fabric-emu/fabric/internal/netnsutil"
 )
 
 // Router is the node every host links to.
@@ -102,9 +102,9 @@ func New(t testing.TB, opt Options, hosts ...string) *Star {
 }
 
 // NetNS is the namespace file of node.
-func (s *Star) NetNS(node string) string { return "/run/netns/" + s.nsName(node) }
+func (s *Star) NetNS(node string) string { return netnsutil.Path(s.Name, node) }
 
-func (s *Star) nsName(node string) string { return "fab." + s.Name + "." + node }
+func (s *Star) nsName(node string) string { return netnsutil.Name(s.Name, node) }
 
 // Addr is host's address.
 func (s *Star) Addr(host string) netip.Addr { return s.addr[host] }

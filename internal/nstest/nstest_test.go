@@ -9,7 +9,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"fabric/internal/testenv"
+	"github.com/fabric-emu/fabric/internal/testenv"
 )
 
 // TestStar builds a lab, sends a datagram from one host to the other

@@ -8,8 +8,11 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -52,4 +55,22 @@ func RequireDocker(t testing.TB) {
 		return
 	}
 	c.Close()
+}
+
+// BuildFabric builds the fabric command (CGO_ENABLED=0, as the Makefile
+// does) into a new temporary directory for tests that start fabric
+// processes on hosts (transports, probes, agents). remove deletes it.
+func BuildFabric() (path string, remove func(), err error) {
+	dir, err := os.MkdirTemp("", "fabric-bin")
+	if err != nil {
+		return "", nil, err
+	}
+	path = filepath.Join(dir, "fabric")
+	build := exec.Command("go", "build", "-o", path, "github.com/fabric-emu/fabric/cmd/fabric")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("go build ./cmd/fabric: %v\n%s", err, out)
+	}
+	return path, func() { os.RemoveAll(dir) }, nil
 }

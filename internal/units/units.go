@@ -11,8 +11,9 @@ import (
 	"strings"
 	"unicode"
 
-	"fabric/internal/yamlfile"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/fabric-emu/fabric/internal/yamlfile"
 )
 
 // Rate is a link or port rate in bits per second.

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"fabric/internal/units"
-	"fabric/internal/yamlfile"
+	"github.com/fabric-emu/fabric/internal/units"
+	"github.com/fabric-emu/fabric/internal/yamlfile"
 )
 
 type topo struct {

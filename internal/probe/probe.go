@@ -1,9 +1,9 @@
-// Package doctor finds out what the running kernel and host can do for
+// Package probe finds out what the running kernel and host can do for
 // fabric: which qdiscs exist, whether tc can run eBPF (cls_bpf), BTF,
 // struct_ops, the TCP congestion controls, and whether Docker answers.
 // Probes are real: a qdisc counts as present only when the kernel accepts
 // it on a link, in a throwaway namespace that is deleted afterwards.
-package doctor
+package probe
 
 import (
 	"context"
@@ -12,18 +12,18 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fabric-emu/fabric/internal/netnsutil"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/features"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -109,7 +109,7 @@ func qdiscs() (qdiscProbe, error) { return qdiscsOnce() }
 // kind exists.
 func probeQdiscs() (qdiscProbe, error) {
 	out := qdiscProbe{present: map[string]bool{}}
-	ns, err := throwawayNS()
+	ns, err := netnsutil.Anonymous()
 	if err != nil {
 		return out, err
 	}
@@ -175,29 +175,6 @@ func probeClsBPF(h *netlink.Handle, idx int) error {
 		return fmt.Errorf("attach cls_bpf: %w", err)
 	}
 	return nil
-}
-
-// throwawayNS makes a new network namespace without entering it for
-// longer than the unshare call.
-func throwawayNS() (netns.NsHandle, error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return netns.None(), err
-	}
-	defer orig.Close()
-	ns, err := netns.New()
-	if err != nil {
-		return netns.None(), fmt.Errorf("new namespace: %w", err)
-	}
-	if err := netns.Set(orig); err != nil {
-		ns.Close()
-		// The thread is stuck in the probe namespace; never reuse it.
-		runtime.LockOSThread()
-		return netns.None(), err
-	}
-	return ns, nil
 }
 
 // structOps checks that the kernel has struct_ops programs and exposes

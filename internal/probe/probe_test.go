@@ -1,10 +1,10 @@
-package doctor
+package probe
 
 import (
 	"context"
 	"testing"
 
-	"fabric/internal/testenv"
+	"github.com/fabric-emu/fabric/internal/testenv"
 )
 
 // The project kernel is documented in DESIGN.md: htb/bfifo/clsact present,
