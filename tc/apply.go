@@ -124,7 +124,12 @@ func applyWith(ctx context.Context, c *nsConn, t Target, p Port) error {
 func (c *nsConn) buildTree(ifindex int, p Port) error {
 	root := netlink.NewHtb(netlink.QdiscAttrs{LinkIndex: ifindex, Handle: netlink.MakeHandle(rootMajor, 0), Parent: netlink.HANDLE_ROOT})
 	root.Defcls = uint32(leafBase + p.Bands - 1) // unclassified traffic: lowest band
-	root.Rate2Quantum = 10                       // unused: every class sets its quantum
+	if p.Buckets > 0 {
+		// The band's class is not a leaf; HTB would send what reaches an
+		// inner default class unshaped (its "direct" queue).
+		root.Defcls = bucketClass(p.Bands-1, 0) & 0xffff
+	}
+	root.Rate2Quantum = 10 // unused: every class sets its quantum
 	if err := c.h.QdiscAdd(root); err != nil {
 		if !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("htb root: %w", err)
@@ -143,80 +148,108 @@ func (c *nsConn) buildTree(ifindex int, p Port) error {
 	// beside the bands later (HULL's pacer bucket on a host NIC, tc/pacer)
 	// shares the line rate with them instead of adding to it.
 	parent := netlink.MakeHandle(rootMajor, parentMinor)
-	if err := c.h.ClassAdd(p.htbClass(ifindex, root.Handle, parent, p.Rate.BitsPerSecond(), 0, 1)); err != nil {
+	whole := classShare{rate: p.Rate.BitsPerSecond(), quantum: uint32(p.MTU + frameOverhead)}
+	if err := c.h.ClassAdd(p.htbClass(ifindex, root.Handle, parent, whole)); err != nil {
 		return fmt.Errorf("htb class 1:1: %w", err)
 	}
 	for b := 0; b < p.Bands; b++ {
-		rate, prio, weight := p.bandShare(b)
-		if err := c.h.ClassAdd(p.htbClass(ifindex, parent, leafClass(b), rate, prio, weight)); err != nil {
+		if err := c.h.ClassAdd(p.htbClass(ifindex, parent, leafClass(b), p.bandShare(b))); err != nil {
 			return fmt.Errorf("htb class 1:%x: %w", leafBase+b, err)
 		}
-		if err := c.addLeaf(ifindex, b, p); err != nil {
+		var err error
+		if p.Buckets > 0 {
+			err = c.addBuckets(ifindex, b, p)
+		} else {
+			err = c.replaceFifo(fifoFor(ifindex, leafQdisc(b), leafClass(b), p.bandBuffer(b)))
+		}
+		if err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// bandShare returns band b's guaranteed rate, HTB priority and DRR weight.
+// classShare is what an HTB class gets: a guaranteed rate (bits/s), a
+// priority, a DRR quantum (bytes) and, when not the default for its rate,
+// a bucket (bytes).
+type classShare struct {
+	rate           uint64
+	prio           uint32
+	quantum, burst uint32
+}
+
+// bandShare is band b's class.
 // Strict priority: priorities 0..7 with a token guaranteed rate, so every
 // band borrows the whole port from the parent in priority order.
-// Weighted: equal priority, guaranteed rates and quanta ∝ weights, so each
-// band gets its share under load and the rest when others are idle.
-func (p Port) bandShare(b int) (rate uint64, prio uint32, weight int) {
+// Weighted: equal priority, guaranteed rates and quanta ∝ weights (one
+// frame per round per unit of weight), so each band gets its share under
+// load and the rest when others are idle.
+// NDP: see ndpShare.
+func (p Port) bandShare(b int) classShare {
 	r := p.Rate.BitsPerSecond()
+	frame := uint32(p.MTU + frameOverhead)
 	switch {
+	case p.NDP != nil:
+		return p.ndpShare(b)
 	case p.Bands == 1:
-		return r, 0, 1
+		return classShare{rate: r, quantum: frame}
 	case p.Weights == nil:
-		return max(r/1000, 8000), uint32(b), 1
+		return classShare{rate: max(r/1000, 8000), prio: uint32(b), quantum: frame}
 	}
 	sum := 0
 	for _, w := range p.Weights {
 		sum += w
 	}
-	return r * uint64(p.Weights[b]) / uint64(sum), 0, p.Weights[b]
+	return classShare{rate: r * uint64(p.Weights[b]) / uint64(sum), quantum: frame * uint32(p.Weights[b])}
 }
 
-func (p Port) htbClass(ifindex int, parent, handle uint32, rate uint64, prio uint32, weight int) *netlink.HtbClass {
-	frame := uint32(p.MTU + frameOverhead)
+// htbClass is a class of the port's tree; its ceiling is the port rate.
+// Quanta are set explicitly, so the kernel neither derives them from the
+// rates nor warns about them.
+func (p Port) htbClass(ifindex int, parent, handle uint32, s classShare) *netlink.HtbClass {
 	ceil := p.Rate.BitsPerSecond()
-	burst := p.burstBytes
+	burst := s.burst
+	if burst == 0 {
+		burst = p.burstBytes(s.rate)
+	}
 	return netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: ifindex, Parent: parent, Handle: handle},
 		netlink.HtbClassAttrs{
-			Rate: rate, Ceil: ceil, Prio: prio,
-			Buffer: burst(rate), Cbuffer: burst(ceil),
-			// One frame per round per unit of weight: DRR then splits
-			// borrowed bandwidth in the weights' ratio (and the kernel does
-			// not warn about quanta derived from large rates).
-			Quantum: frame * uint32(weight),
+			Rate: s.rate, Ceil: ceil, Prio: s.prio,
+			Buffer: burst, Cbuffer: p.burstBytes(ceil),
+			Quantum: s.quantum,
 		})
 }
 
-// burstBytes is the HTB bucket for a class of the given rate.
+// burstBytes is the HTB bucket for a class of the given rate: burstTime
+// at the rate, with no floor. HTB sends a packet whenever the bucket is
+// not empty and lets it go negative, so an idle port always passes one
+// frame at once; a bucket of a frame or more would pass a second one too,
+// and below 12 Mbit/s (1 ms is then less than a frame) a two-packet
+// message would arrive a frame time (1.2 ms at 10 Mbit/s) sooner than the
+// rate allows.
 func (p Port) burstBytes(bps uint64) uint32 {
-	return max(2*uint32(p.MTU+frameOverhead), uint32(float64(bps)/8*burstTime.Seconds()))
+	return max(1, uint32(float64(bps)/8*burstTime.Seconds()))
 }
 
-// addLeaf puts band b's queue under its class: the drop-tail fifo, or netem
-// holding the same number of packets when the port has a delay.
-func (c *nsConn) addLeaf(ifindex, b int, p Port) error {
-	if p.Delay > 0 {
-		limit := uint32(p.BufferBytes()) / uint32(p.MTU+frameOverhead)
-		q := netlink.NewNetem(netlink.QdiscAttrs{LinkIndex: ifindex, Handle: leafQdisc(b), Parent: leafClass(b)},
-			netlink.NetemQdiscAttrs{Latency: uint32(p.Delay.Microseconds()), Limit: max(limit, 1)})
-		if err := c.h.QdiscReplace(q); err != nil {
-			return fmt.Errorf("netem under 1:%x: %w", leafBase+b, err)
-		}
-		return nil
+// bandBuffer is the drop-tail limit of band b's fifo (without buckets).
+// (Link delay is not a port's: it is the wire after the port, package
+// delay.)
+func (p Port) bandBuffer(b int) Buffer {
+	if p.NDP != nil {
+		return p.ndpLimit(b)
 	}
-	f := fifoLeaf{ifindex: ifindex, handle: leafQdisc(b), parent: leafClass(b)}
-	if p.Buffer.Packets > 0 {
-		f.packets, f.limit = true, uint32(p.Buffer.Packets)
+	return p.Buffer
+}
+
+// fifoFor is the fifo with handle under parent holding limit.
+func fifoFor(ifindex int, handle, parent uint32, limit Buffer) fifoLeaf {
+	f := fifoLeaf{ifindex: ifindex, handle: handle, parent: parent}
+	if limit.Packets > 0 {
+		f.packets, f.limit = true, uint32(limit.Packets)
 	} else {
-		f.limit = uint32(p.Buffer.Bytes)
+		f.limit = uint32(limit.Bytes)
 	}
-	return c.replaceFifo(f)
+	return f
 }
 
 // Remove takes the port's qdiscs and programs off t (the link stays). It is

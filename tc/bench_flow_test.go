@@ -10,10 +10,10 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
-	"fabric/internal/testenv"
-	"fabric/internal/units"
-	"fabric/tc"
-	"fabric/tc/tctest"
+	"github.com/fabric-emu/fabric/internal/testenv"
+	"github.com/fabric-emu/fabric/internal/units"
+	"github.com/fabric-emu/fabric/tc"
+	"github.com/fabric-emu/fabric/tc/tctest"
 )
 
 // BenchmarkApplyPlainPort measures Apply for a port without bands or
@@ -43,7 +43,7 @@ func BenchmarkApplyPlainPort(b *testing.B) {
 			targets = append(targets, tc.Target{Lab: lab.Name, Node: tctest.Router, Ifname: n, NetNS: lab.NetNS(tctest.Router)})
 		}
 	}
-	port, err := tc.PortSpec{}.Resolve(100*units.Mbit, 1500)
+	port, err := tc.PortSettings{}.Resolve(100*units.Mbit, 1500)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func BenchmarkSingleFlowMaxRate(b *testing.B) {
 func singleFlowRatio(b *testing.B, r units.Rate, mtu int) float64 {
 	lab := tctest.NewStarMTU(b, mtu, "h1", "rx")
 	port := lab.Egress("rx")
-	p, err := tc.PortSpec{}.Resolve(r, mtu)
+	p, err := tc.PortSettings{}.Resolve(r, mtu)
 	if err != nil {
 		b.Fatal(err)
 	}

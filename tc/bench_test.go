@@ -8,7 +8,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
-	"fabric/internal/testenv"
+	"github.com/fabric-emu/fabric/internal/testenv"
 )
 
 // BenchmarkMarking measures the CPU cost per packet of the port programs,
@@ -69,7 +69,7 @@ func BenchmarkMarking(b *testing.B) {
 	}{
 		{"egress/unconfigured", o.PortEgress, nil},
 		{"egress/bands", o.PortEgress, &portPortCfg{Bands: 4, BandOf: bands}},
-		{"egress/ecn", o.PortEgress, &portPortCfg{Bands: 4, BandOf: bands, Marker: markECN, Threshold: 30000, Cap: 150000, DrainBps: 125e6, StaleNs: uint64(time.Millisecond)}},
+		{"egress/ecn", o.PortEgress, &portPortCfg{Bands: 4, BandOf: bands, Marker: markECN, Threshold: 30000, CapBytes: [8]uint32{150000, 150000, 150000, 150000}, DrainBps: 125e6, StaleNs: uint64(time.Millisecond)}},
 		{"peer/none", o.PortPeer, nil},
 	} {
 		b.Run(c.name, func(b *testing.B) {

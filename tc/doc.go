@@ -6,8 +6,8 @@
 //
 // # Building a port
 //
-// emu resolves each egress port's settings (PortsSpec.For, then
-// PortSpec.Resolve) and calls Apply. A plain port is five rtnetlink
+// emu resolves each egress port's settings (SwitchPorts.For, then
+// PortSettings.Resolve) and calls Apply. A plain port is five rtnetlink
 // messages on handles opened in the port's namespace (no tc binary, no
 // eBPF): HTB root 1:, parent class 1:1 at the rate, leaf 1:10, fifo 10:.
 // With bands, leaves 1:10..1:17 share 1:1 by HTB priority (strict) or by

@@ -120,3 +120,16 @@ func parseFifo(m []byte) (kind string, limit uint32, ok bool) {
 	}
 	return kind, limit, ok
 }
+
+// ReplaceBfifo puts a byte-limited fifo with handle under parent on
+// ifindex in the namespace at netnsPath, and checks the limit the kernel
+// took. Other packages that build queues (the HULL pacer's bucket) use it
+// instead of encoding tc_fifo_qopt themselves.
+func ReplaceBfifo(netnsPath string, ifindex int, handle, parent, limit uint32) error {
+	c, err := openNS(netnsPath)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.replaceFifo(fifoLeaf{ifindex: ifindex, handle: handle, parent: parent, limit: limit})
+}

@@ -1,13 +1,8 @@
 package tc
 
 import (
-	"fabric/internal/doctor"
-	"fabric/internal/units"
+	"github.com/fabric-emu/fabric/internal/units"
 )
-
-// haveQdisc is the kernel capability probe (one throwaway namespace per
-// process); a variable so that validation tests can pretend.
-var haveQdisc = doctor.HasQdisc
 
 // MeasuredMaxRate is the highest port rate at which one TCP flow of
 // 1500-byte frames reliably reached 90 % of the rate through one shaped

@@ -10,12 +10,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fabric-emu/fabric/internal/netnsutil"
+
 	"github.com/cilium/ebpf"
 	bpflink "github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"fabric/internal/dirs"
+	"github.com/fabric-emu/fabric/internal/dirs"
 )
 
 // BPFRoot holds one directory per lab with the lab's pinned port maps, so
@@ -29,6 +31,7 @@ const (
 	markECN     = 1
 	markPhantom = 2
 	markDepart  = 3
+	markNDP     = 4
 
 	dirEgress = 0
 	dirPeer   = 1
@@ -141,7 +144,7 @@ func portKey(c *nsConn, ifindex int, dir uint32) (portPortKey, error) {
 }
 
 func applyPrograms(ctx context.Context, c *nsConn, link netlink.Link, t Target, p Port) error {
-	if !p.needsProgram() && p.Phantom == nil {
+	if !p.NeedsPrograms() {
 		return forgetPort(ctx, c, link, t)
 	}
 	o, err := labObjects(t.Lab)
@@ -153,84 +156,120 @@ func applyPrograms(ctx context.Context, c *nsConn, link netlink.Link, t Target, 
 	if err != nil {
 		return err
 	}
-	cfg := portPortCfg{BandOf: p.BandOf}
-	if p.Bands > 1 {
-		cfg.Bands = uint32(p.Bands)
-	}
-	switch {
-	case p.ECN != nil:
-		cfg.Marker = markECN
-		cfg.DrainBps = uint64(p.Rate.BytesPerSecond())
-		cfg.Threshold = uint32(p.ECN.Threshold)
-		cfg.Cap = p.markerCap()
-		cfg.StaleNs = p.staleAfter()
-	case p.Phantom != nil:
-		cfg.Marker = markPhantom
-		cfg.DrainBps = uint64(p.Rate.BytesPerSecond() * p.Phantom.Drain)
-		cfg.WireBps = uint64(p.Rate.BytesPerSecond())
-		cfg.Threshold = uint32(p.Phantom.Threshold)
-	}
+	cfg := p.programCfg()
 	if p.needsProgram() {
 		if err := attach(c, ifindex, netlink.HANDLE_MIN_EGRESS, o.PortEgress); err != nil {
 			return err
 		}
 	}
 	if cfg.Marker != markNone {
-		if err := watchDepartures(t.Lab, o); err != nil {
-			return err
+		if err := watchTracepoint(t.Lab, "xmit_link", o.PortXmit); err != nil {
+			return fmt.Errorf("departure counter: %w", err)
 		}
 	}
-	if p.Phantom != nil || p.ECN != nil {
-		// The phantom queue's marks are set where the packets arrive; the
-		// ECN marker counts departures there too.
-		if t.PeerNetNS == "" || t.PeerIfname == "" {
-			return fmt.Errorf("marking needs the peer end of the link (Target.PeerNetNS/PeerIfname)")
+	if cfg.DropsSeen != 0 {
+		if err := watchTracepoint(t.Lab, "drop_link", o.PortDrop); err != nil {
+			return fmt.Errorf("drop counter: %w", err)
 		}
-		pc, peer, err := openPort(t.peer())
-		if err != nil {
+	}
+	if p.Phantom != nil || cfg.Marker == markECN || cfg.Marker == markNDP {
+		if err := applyPeer(o, t, key, cfg); err != nil {
 			return err
-		}
-		defer pc.Close()
-		if err := attach(pc, peer.Attrs().Index, netlink.HANDLE_MIN_INGRESS, o.PortPeer); err != nil {
-			return err
-		}
-		if p.ECN != nil {
-			peerKey, err := portKey(pc, peer.Attrs().Index, dirPeer)
-			if err != nil {
-				return err
-			}
-			pcfg := portPortCfg{Marker: markDepart, Bands: cfg.Bands, BandOf: cfg.BandOf, Owner: key}
-			if err := o.PortCfgs.Update(&peerKey, &pcfg, ebpf.UpdateAny); err != nil {
-				return fmt.Errorf("peer parameters: %w", err)
-			}
 		}
 	}
 	return setPort(o, key, cfg)
 }
 
-// watchDepartures attaches port_xmit to the net_dev_start_xmit tracepoint
-// once per lab: it counts the ECN ports' departures and runs their phantom
-// queues. The link is pinned next to the maps, so it outlives the
-// process that built the lab (as the tc filters do) and a later process
-// finds it instead of attaching twice; ForgetLab's unpinning detaches it.
-func watchDepartures(lab string, o *portObjects) error {
+// programCfg is what the port programs need to know about p.
+func (p Port) programCfg() portPortCfg {
+	cfg := portPortCfg{BandOf: p.BandOf, Buckets: uint32(p.Buckets)}
+	if p.Bands > 1 {
+		cfg.Bands = uint32(p.Bands)
+	}
+	switch {
+	case p.NDP != nil:
+		cfg.Marker = markNDP
+		cfg.StaleNs = p.staleAfter()
+		p.ndpCaps(&cfg)
+	case p.ECN != nil:
+		cfg.Marker = markECN
+		cfg.DrainBps = uint64(p.Rate.BytesPerSecond())
+		cfg.Threshold = uint32(p.ECN.Threshold)
+		cfg.StaleNs = p.staleAfter()
+		if p.Buckets > 0 {
+			// A bucket overflows while its band has room: drops cannot be
+			// predicted from the band's count, so port_drop sees them.
+			cfg.DropsSeen = 1
+			break
+		}
+		for b := range p.Bands {
+			cfg.CapBytes[b] = p.markerCap()
+		}
+	case p.Phantom != nil:
+		cfg.Marker = markPhantom
+		cfg.DrainBps = uint64(p.Rate.BytesPerSecond() * p.Phantom.Drain)
+		cfg.WireBps = uint64(p.Rate.BytesPerSecond())
+		cfg.Threshold = uint32(p.Phantom.Threshold)
+	}
+	return cfg
+}
+
+// applyPeer attaches port_peer at the far end of the link: the phantom
+// queue's marks are set where the packets arrive, and counted ports (ECN,
+// NDP) learn there the departures port_xmit missed.
+func applyPeer(o *portObjects, t Target, key portPortKey, cfg portPortCfg) error {
+	if t.PeerNetNS == "" || t.PeerIfname == "" {
+		return fmt.Errorf("marking and NDP need the peer end of the link (Target.PeerNetNS/PeerIfname)")
+	}
+	pc, peer, err := openPort(t.peer())
+	if err != nil {
+		return err
+	}
+	defer pc.Close()
+	if err := attach(pc, peer.Attrs().Index, netlink.HANDLE_MIN_INGRESS, o.PortPeer); err != nil {
+		return err
+	}
+	if cfg.Marker == markPhantom {
+		return nil
+	}
+	peerKey, err := portKey(pc, peer.Attrs().Index, dirPeer)
+	if err != nil {
+		return err
+	}
+	pcfg := portPortCfg{Marker: markDepart, Bands: cfg.Bands, BandOf: cfg.BandOf, Owner: key}
+	if cfg.Marker == markNDP {
+		pcfg.OwnerNdp = 1
+	}
+	if err := o.PortCfgs.Update(&peerKey, &pcfg, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("peer parameters: %w", err)
+	}
+	return nil
+}
+
+// watchTracepoint attaches a tracing program (port_xmit at
+// net_dev_start_xmit: departures and phantom queues; port_drop at
+// kfree_skb: qdisc drops of fair ECN ports) once per lab. The link is
+// pinned next to the maps as name, so it outlives the process that built
+// the lab (as the tc filters do) and a later process finds it instead of
+// attaching twice; ForgetLab's unpinning detaches it.
+func watchTracepoint(lab, name string, prog *ebpf.Program) error {
 	loaded.Lock()
 	defer loaded.Unlock()
 	dir, err := labPinDir(lab, true)
 	if err != nil {
 		return err
 	}
-	pin := filepath.Join(dir, "xmit_link")
+	pin := filepath.Join(dir, name)
 	if l, err := bpflink.LoadPinnedLink(pin, nil); err == nil {
 		return l.Close() // closing our fd leaves the pinned link attached
 	}
-	l, err := bpflink.AttachTracing(bpflink.TracingOptions{Program: o.PortXmit})
+	l, err := bpflink.AttachTracing(bpflink.TracingOptions{Program: prog})
 	if err != nil {
-		return fmt.Errorf("attach departure counter: %w", err)
+		return fmt.Errorf("attach: %w", err)
 	}
 	defer l.Close()
 	if err := l.Pin(pin); err != nil {
-		return fmt.Errorf("pin departure counter: %w", err)
+		return fmt.Errorf("pin: %w", err)
 	}
 	return nil
 }
@@ -343,7 +382,7 @@ func forgetPort(_ context.Context, c *nsConn, link netlink.Link, t Target) error
 // port maps under BPFRoot/<lab> and this process's loaded programs
 // (attached programs die with their namespaces). It succeeds when nothing
 // exists. ForgetLab("") forgets every lab under BPFRoot that has no
-// namespace left in /run/netns (fab.<lab>.*), which is what `down --all`
+// namespace left (netnsutil.LabPaths), which is what `down --all`
 // after a crash needs and never touches a lab that is still up.
 func ForgetLab(lab string) error {
 	if lab == "" {
@@ -353,7 +392,7 @@ func ForgetLab(lab string) error {
 		}
 		var errs []error
 		for _, l := range labs {
-			if live, _ := filepath.Glob("/run/netns/fab." + l + ".*"); len(live) > 0 {
+			if live, _ := netnsutil.LabPaths(l); len(live) > 0 {
 				continue
 			}
 			errs = append(errs, ForgetLab(l))

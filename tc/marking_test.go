@@ -10,12 +10,12 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"fabric/hosts/cc"
-	"fabric/internal/netnsutil"
-	"fabric/internal/testenv"
-	"fabric/internal/units"
-	"fabric/tc"
-	"fabric/tc/tctest"
+	"github.com/fabric-emu/fabric/hosts/cc"
+	"github.com/fabric-emu/fabric/internal/netnsutil"
+	"github.com/fabric-emu/fabric/internal/testenv"
+	"github.com/fabric-emu/fabric/internal/units"
+	"github.com/fabric-emu/fabric/tc"
+	"github.com/fabric-emu/fabric/tc/tctest"
 )
 
 // ecnRun drives two DCTCP flows through port for d and samples the port.
@@ -125,7 +125,7 @@ func TestECNThreshold(t *testing.T) {
 	}
 	port := lab.Egress("rx")
 	const k = 30 * units.KB
-	apply(t, port, resolve(t, tc.PortSpec{Marking: &tc.MarkingSpec{ECN: &tc.ECNSpec{Threshold: k}}}, units.Gbit))
+	apply(t, port, resolve(t, tc.PortSettings{Marking: &tc.MarkingSpec{ECN: &tc.ECNSpec{Threshold: k}}}, units.Gbit))
 	for _, rate := range []units.Rate{units.Gbit, 500 * units.Mbit} {
 		if rate != units.Gbit {
 			if err := tc.Set(context.Background(), port, "rate", rate.String()); err != nil {
@@ -171,7 +171,7 @@ func TestPhantomQueue(t *testing.T) {
 	port := lab.Egress("rx")
 	const rate = 100 * units.Mbit
 	buf := tc.Buffer{Bytes: units.MB} // no drops: only the phantom queue matters
-	apply(t, port, resolve(t, tc.PortSpec{Buffer: &buf,
+	apply(t, port, resolve(t, tc.PortSettings{Buffer: &buf,
 		Marking: &tc.MarkingSpec{Phantom: &tc.PhantomSpec{Drain: 0.95, Threshold: 15 * units.KB}}}, rate))
 	dst := netip.AddrPortFrom(lab.Addr("rx"), 6000)
 	const ect0 = 0x02
@@ -303,7 +303,7 @@ func TestPhantomQueueSerializes(t *testing.T) {
 	lab := tctest.NewStar(t, "a", "rx")
 	port := lab.Egress("rx")
 	const rate = 100 * units.Mbit
-	apply(t, port, resolve(t, tc.PortSpec{
+	apply(t, port, resolve(t, tc.PortSettings{
 		Marking: &tc.MarkingSpec{Phantom: &tc.PhantomSpec{Drain: 0.95, Threshold: units.KB}}}, rate))
 	dst := netip.AddrPortFrom(lab.Addr("rx"), 6002)
 	sink := lab.ListenUDP("rx", 6002)
@@ -376,7 +376,7 @@ func TestPlainAgainFromAnotherProcess(t *testing.T) {
 	testenv.RequireRoot(t)
 	lab := tctest.NewStar(t, "h1", "rx")
 	port := lab.Egress("rx")
-	apply(t, port, resolve(t, tc.PortSpec{Marking: &tc.MarkingSpec{ECN: &tc.ECNSpec{Threshold: 30 * units.KB}}}, 100*units.Mbit))
+	apply(t, port, resolve(t, tc.PortSettings{Marking: &tc.MarkingSpec{ECN: &tc.ECNSpec{Threshold: 30 * units.KB}}}, 100*units.Mbit))
 	filters := func(nsPath, ifname string, hook uint32) int {
 		n := 0
 		if err := netnsutil.Do(nsPath, func() error {
@@ -402,7 +402,7 @@ func TestPlainAgainFromAnotherProcess(t *testing.T) {
 		t.Fatalf("marking port: %d egress and %d peer filters, want 1 and 1", egress(), peer())
 	}
 	tc.ForgetLoadedForTest(lab.Name)
-	apply(t, port, resolve(t, tc.PortSpec{}, 100*units.Mbit))
+	apply(t, port, resolve(t, tc.PortSettings{}, 100*units.Mbit))
 	if egress() != 0 || peer() != 0 {
 		t.Errorf("plain again: %d egress and %d peer filters left", egress(), peer())
 	}

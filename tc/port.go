@@ -2,10 +2,9 @@ package tc
 
 import (
 	"fmt"
-	"time"
 
-	"fabric/internal/units"
-	"fabric/internal/yamlfile"
+	"github.com/fabric-emu/fabric/internal/units"
+	"github.com/fabric-emu/fabric/internal/yamlfile"
 )
 
 // Port is a validated, fully resolved port configuration: what Apply builds.
@@ -18,17 +17,24 @@ type Port struct {
 	Bands   int   `json:"bands"`
 	Weights []int `json:"weights,omitempty"`
 	// BandOf maps a DSCP class selector (DSCP >> 3, CS0..CS7) to a band.
-	BandOf  [8]uint8      `json:"band_of"`
-	ECN     *ECNSpec      `json:"ecn,omitempty"`
-	Phantom *PhantomSpec  `json:"phantom,omitempty"`
-	Delay   time.Duration `json:"delay,omitempty"`
+	BandOf  [8]uint8     `json:"band_of"`
+	ECN     *ECNSpec     `json:"ecn,omitempty"`
+	Phantom *PhantomSpec `json:"phantom,omitempty"`
+	// Buckets is the number of flow buckets per band (fair queueing,
+	// fair.go); 0 means none. Each bucket holds Buffer/Buckets.
+	Buckets int `json:"buckets,omitempty"`
+	// NDP, when set, makes the port an NDP switch port (ndp.go): two bands,
+	// header and data, with NDP's queues instead of Buffer.
+	NDP *NDP `json:"ndp,omitempty"`
+
+	unusedBuffer bool // set a buffer that an NDP port does not use (Warnings)
 }
 
 // Resolve validates the merged settings of one port against its link:
 // unset rate means the link rate; unset buffer means DefaultBuffer. Errors
 // are FieldErrors with paths relative to the port spec
 // ("marking.ecn.threshold").
-func (s PortSpec) Resolve(linkRate units.Rate, mtu int) (Port, error) {
+func (s PortSettings) Resolve(linkRate units.Rate, mtu int) (Port, error) {
 	if mtu <= 0 {
 		mtu = 1500
 	}
@@ -55,6 +61,20 @@ func (s PortSpec) Resolve(linkRate units.Rate, mtu int) (Port, error) {
 		}
 		p.Bands = bands
 		p.Weights = append([]int(nil), s.Queues.Weights...)
+		p.Buckets = s.Queues.buckets()
+	}
+	if p.Buckets > 0 {
+		if err := p.checkBucketBuffer(); err != nil {
+			return Port{}, err
+		}
+	}
+	if s.NDP != nil {
+		n, err := s.NDP.resolve(mtu)
+		if err != nil {
+			return Port{}, err
+		}
+		p.NDP, p.Bands, p.Weights = &n, 2, nil
+		p.unusedBuffer = s.Buffer != nil
 	}
 	p.BandOf = dscpBands(p.Bands)
 	if s.Marking != nil {
@@ -70,12 +90,6 @@ func (s PortSpec) Resolve(linkRate units.Rate, mtu int) (Port, error) {
 			p.Phantom = &c
 		}
 	}
-	if s.Delay != nil && *s.Delay > 0 {
-		if !haveQdisc("netem") {
-			return Port{}, yamlfile.Field("delay", "%v needs the netem qdisc, which this kernel does not have (see fabric doctor); remove delay or use a kernel with CONFIG_NET_SCH_NETEM", *s.Delay)
-		}
-		p.Delay = *s.Delay
-	}
 	return p, nil
 }
 
@@ -90,11 +104,20 @@ func dscpBands(bands int) [8]uint8 {
 	return m
 }
 
-// needsProgram says whether the port needs the eBPF egress program:
-// classification into bands or the ECN threshold marker.
-func (p Port) needsProgram() bool { return p.Bands > 1 || p.ECN != nil }
+// NeedsPrograms says whether the port needs fabric's eBPF port programs:
+// classification into bands or flow buckets, an ECN marker, the phantom
+// queue or NDP trimming.
+func (p Port) NeedsPrograms() bool { return p.needsProgram() || p.Phantom != nil }
 
-// BufferBytes is the per-band drop-tail limit in bytes.
+// needsProgram says whether the port needs the eBPF egress program:
+// classification into bands or flow buckets, the ECN threshold marker, or
+// NDP trimming.
+func (p Port) needsProgram() bool {
+	return p.Bands > 1 || p.ECN != nil || p.Buckets > 0 || p.NDP != nil
+}
+
+// BufferBytes is the per-band drop-tail limit in bytes (with flow buckets,
+// the band's: its buckets share it).
 func (p Port) BufferBytes() units.Size { return p.Buffer.bytesAt(p.MTU) }
 
 // Warnings lists settings that are legal but doubtful on this machine, such
@@ -104,6 +127,10 @@ func (p Port) Warnings() []string {
 	if p.Rate > MeasuredMaxRate {
 		w = append(w, fmt.Sprintf("rate %s is above %s, the highest rate at which one flow filled a shaped hop on the project machine (tc BenchmarkSingleFlowMaxRate); results at this rate measure the CPU, not the port",
 			p.Rate, MeasuredMaxRate))
+	}
+	if p.unusedBuffer {
+		w = append(w, fmt.Sprintf("buffer %s is not used by an NDP port: its queues are ndp.data (%s) and ndp.header (%s)",
+			p.Buffer, p.NDP.Data, p.NDP.Header))
 	}
 	return w
 }

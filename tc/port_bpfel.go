@@ -19,11 +19,15 @@ type portPortCfg struct {
 	Bands     uint32
 	DrainBps  uint64
 	Threshold uint32
-	Cap       uint32
+	Buckets   uint32
 	StaleNs   uint64
 	BandOf    [8]uint8
 	Owner     portPortKey
 	WireBps   uint64
+	CapBytes  [8]uint32
+	CapPkts   [8]uint32
+	DropsSeen uint32
+	OwnerNdp  uint32
 }
 
 type portPortKey struct {
@@ -39,20 +43,30 @@ type portPortState struct {
 		_   structs.HostLayout
 		Val uint32
 	}
-	Pad          uint32
-	Vq           uint64
-	LastNs       uint64
-	Packets      uint64
-	Bytes        uint64
-	Ect          uint64
-	Marks        uint64
-	VqMax        uint64
-	Arrived      [8]uint64
-	Departed     [8]uint64
-	ArrivedPeer  [8]uint64
-	Missed       [8]uint64
-	LastDepartNs uint64
-	WireFreeNs   uint64
+	Pad             uint32
+	Vq              uint64
+	LastNs          uint64
+	Packets         uint64
+	Bytes           uint64
+	Ect             uint64
+	Marks           uint64
+	VqMax           uint64
+	Arrived         [8]uint64
+	Departed        [8]uint64
+	ArrivedPeer     [8]uint64
+	Missed          [8]uint64
+	LastDepartNs    uint64
+	WireFreeNs      uint64
+	ArrivedPkts     [8]uint64
+	DepartedPkts    [8]uint64
+	ArrivedPeerPkts [8]uint64
+	MissedPkts      [8]uint64
+	VqPkts          uint64
+	VqMaxPkts       uint64
+	Dropped         [8]uint64
+	DroppedPkts     [8]uint64
+	Trimmed         uint64
+	TrimFailed      uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -62,6 +76,7 @@ const (
 	portMapPhantomMarks = "phantom_marks"
 	portMapPortCfgs     = "port_cfgs"
 	portMapPortStates   = "port_states"
+	portProgPortDrop    = "port_drop"
 	portProgPortEgress  = "port_egress"
 	portProgPortPeer    = "port_peer"
 	portProgPortXmit    = "port_xmit"
@@ -109,6 +124,7 @@ type portSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type portProgramSpecs struct {
+	PortDrop   *ebpf.ProgramSpec `ebpf:"port_drop"`
 	PortEgress *ebpf.ProgramSpec `ebpf:"port_egress"`
 	PortPeer   *ebpf.ProgramSpec `ebpf:"port_peer"`
 	PortXmit   *ebpf.ProgramSpec `ebpf:"port_xmit"`
@@ -172,6 +188,7 @@ type portVariables struct {
 //
 // It can be passed to loadPortObjects or ebpf.CollectionSpec.LoadAndAssign.
 type portPrograms struct {
+	PortDrop   *ebpf.Program `ebpf:"port_drop"`
 	PortEgress *ebpf.Program `ebpf:"port_egress"`
 	PortPeer   *ebpf.Program `ebpf:"port_peer"`
 	PortXmit   *ebpf.Program `ebpf:"port_xmit"`
@@ -179,6 +196,7 @@ type portPrograms struct {
 
 func (p *portPrograms) Close() error {
 	return _PortClose(
+		p.PortDrop,
 		p.PortEgress,
 		p.PortPeer,
 		p.PortXmit,

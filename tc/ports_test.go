@@ -9,18 +9,18 @@ import (
 	"testing"
 	"time"
 
-	"fabric/internal/testenv"
-	"fabric/internal/units"
-	"fabric/tc"
-	"fabric/tc/tctest"
+	"github.com/fabric-emu/fabric/internal/testenv"
+	"github.com/fabric-emu/fabric/internal/units"
+	"github.com/fabric-emu/fabric/tc"
+	"github.com/fabric-emu/fabric/tc/tctest"
 )
 
-func resolve(t *testing.T, s tc.PortSpec, link units.Rate) tc.Port {
+func resolve(t *testing.T, s tc.PortSettings, link units.Rate) tc.Port {
 	t.Helper()
 	return resolveMTU(t, s, link, 1500)
 }
 
-func resolveMTU(t *testing.T, s tc.PortSpec, link units.Rate, mtu int) tc.Port {
+func resolveMTU(t *testing.T, s tc.PortSettings, link units.Rate, mtu int) tc.Port {
 	t.Helper()
 	p, err := s.Resolve(link, mtu)
 	if err != nil {
@@ -112,7 +112,7 @@ func TestRateFidelity(t *testing.T) {
 			for try := 1; try <= 3; try++ {
 				lab := tctest.NewStarMTU(t, c.mtu, "h1", "rx")
 				port := lab.Egress("rx")
-				apply(t, port, resolveMTU(t, tc.PortSpec{}, c.rate, c.mtu))
+				apply(t, port, resolveMTU(t, tc.PortSettings{}, c.rate, c.mtu))
 				cpu0 := readCPU(t)
 				r := bulkTCP(t, lab, "h1", "rx", port, 5*time.Second, time.Second)
 				idle := readCPU(t).idleSince(cpu0)

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"fabric/internal/testenv"
-	"fabric/internal/units"
-	"fabric/tc"
-	"fabric/tc/tctest"
+	"github.com/fabric-emu/fabric/internal/testenv"
+	"github.com/fabric-emu/fabric/internal/units"
+	"github.com/fabric-emu/fabric/tc"
+	"github.com/fabric-emu/fabric/tc/tctest"
 )
 
 const mbit = 1e6
@@ -81,7 +81,7 @@ func TestBufferLimit(t *testing.T) {
 	lab := tctest.NewStar(t, "h1", "h2", "h3", "h4", "rx")
 	port := lab.Egress("rx")
 	buf := tc.Buffer{Packets: 30}
-	apply(t, port, resolve(t, tc.PortSpec{Buffer: &buf}, 100*units.Mbit))
+	apply(t, port, resolve(t, tc.PortSettings{Buffer: &buf}, 100*units.Mbit))
 	lab.ListenUDP("rx", 6000)
 
 	stop := make(chan struct{})
@@ -130,7 +130,7 @@ func TestPriorityIsolation(t *testing.T) {
 	testenv.RequireRoot(t)
 	lab := tctest.NewStar(t, "bulk", "p0", "p1", "rx")
 	port := lab.Egress("rx")
-	apply(t, port, resolve(t, tc.PortSpec{Queues: &tc.QueuesSpec{Bands: 2}}, 100*units.Mbit))
+	apply(t, port, resolve(t, tc.PortSettings{Queues: &tc.QueuesSpec{Bands: 2}}, 100*units.Mbit))
 	sink := lab.ListenUDP("rx", 6000)
 	dst := netip.AddrPortFrom(lab.Addr("rx"), 6000)
 	const cs7, cs0 = 0xe0, 0x00
@@ -174,7 +174,7 @@ func TestWeightedClasses(t *testing.T) {
 	// classes backlogged through a sender's scheduling stall, so the split
 	// measures the scheduler, not the senders.
 	buf := tc.Buffer{Bytes: units.MB}
-	apply(t, port, resolve(t, tc.PortSpec{Buffer: &buf, Queues: &tc.QueuesSpec{Weights: []int{3, 1}}}, 100*units.Mbit))
+	apply(t, port, resolve(t, tc.PortSettings{Buffer: &buf, Queues: &tc.QueuesSpec{Weights: []int{3, 1}}}, 100*units.Mbit))
 	sink := lab.ListenUDP("rx", 6000)
 	dst := netip.AddrPortFrom(lab.Addr("rx"), 6000)
 	a := tctest.UDPStream{From: "a", To: dst, Rate: 110 * mbit, Size: 1514, TOS: 0xe0, Flow: 0, Duration: 4 * time.Second}

@@ -10,8 +10,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 
-	"fabric/internal/units"
-	"fabric/internal/yamlfile"
+	"github.com/fabric-emu/fabric/internal/units"
+	"github.com/fabric-emu/fabric/internal/yamlfile"
 )
 
 // SettableKeys are the port settings Set changes on a running lab.
@@ -49,8 +49,8 @@ func Set(ctx context.Context, t Target, key, value string) error {
 			return err
 		}
 		return updateMarker(t, markECN, key, func(c *portPortCfg) error {
-			if c.Cap != 0 && uint64(k) > uint64(c.Cap) {
-				return yamlfile.Field(key, "%s is larger than the port's buffer (%d bytes)", k, c.Cap)
+			if c.CapBytes[0] != 0 && uint64(k) > uint64(c.CapBytes[0]) {
+				return yamlfile.Field(key, "%s is larger than the port's buffer (%d bytes)", k, c.CapBytes[0])
 			}
 			c.Threshold = uint32(k)
 			return nil
@@ -180,9 +180,13 @@ func setRate(t Target, r units.Rate) error {
 	p := Port{MTU: link.Attrs().MTU, Rate: r}
 	for _, cl := range tree {
 		a := cl.Attrs()
-		rate := uint64(float64(cl.Rate*8) * scale)
-		weight := max(1, int(cl.Quantum)/(p.MTU+frameOverhead))
-		nc := p.htbClass(a.LinkIndex, a.Parent, a.Handle, max(rate, 8000), cl.Prio, weight)
+		// Guaranteed rates scale with the port; priorities and quanta (the
+		// weights, NDP's ratio) stay. A flow bucket keeps its token rate.
+		share := classShare{rate: max(uint64(float64(cl.Rate*8)*scale), 8000), prio: cl.Prio, quantum: cl.Quantum}
+		if _, bucket, _ := classBand(uint16(a.Handle)); bucket >= 0 {
+			share = classShare{rate: cl.Rate * 8, prio: cl.Prio, quantum: cl.Quantum, burst: uint32(p.MTU + frameOverhead)}
+		}
+		nc := p.htbClass(a.LinkIndex, a.Parent, a.Handle, share)
 		if err := c.h.ClassChange(nc); err != nil {
 			return fmt.Errorf("port %s: rate of class %x: %w", t, a.Handle, err)
 		}
@@ -215,27 +219,72 @@ func setBuffer(t Target, b Buffer) error {
 		return err
 	}
 	defer c.Close()
-	qs, err := c.h.QdiscList(link)
-	if err != nil {
-		return err
-	}
 	mtu := link.Attrs().MTU
 	if b.bytesAt(mtu) < units.Size(mtu+frameOverhead) {
 		return yamlfile.Field("buffer", "%s cannot hold one full-size frame", b)
 	}
+	maps, err := openLabMaps(t.Lab)
+	if err != nil {
+		maps = nil // no programs in this lab: no marker, no NDP, no buckets
+	} else {
+		defer maps.close(t.Lab)
+	}
+	var cfg portPortCfg
+	k, err := portKey(c, link.Attrs().Index, dirEgress)
+	if err != nil {
+		return err
+	}
+	if maps != nil && maps.cfg.Lookup(&k, &cfg) == nil && cfg.Marker == markNDP {
+		return yamlfile.Field("buffer", "port %s is an NDP port: its queues are ndp.data and ndp.header, set when the lab is created", t)
+	}
+	if err := c.replaceLeafLimits(t, link, b); err != nil {
+		return err
+	}
+	// The ECN marker predicts drops with the buffer.
+	if maps == nil || cfg.Marker != markECN || cfg.DropsSeen != 0 {
+		return nil
+	}
+	capBytes := Port{MTU: mtu, Buffer: b}.markerCap()
+	for band := range cfg.CapBytes {
+		if cfg.CapBytes[band] != 0 {
+			cfg.CapBytes[band] = capBytes
+		}
+	}
+	return maps.cfg.Update(&k, &cfg, ebpf.UpdateExist)
+}
+
+// replaceLeafLimits gives every fifo of the port's tree the buffer b: a
+// band's fifo all of it, a flow bucket its share (b over the band's
+// buckets).
+func (c *nsConn) replaceLeafLimits(t Target, link netlink.Link, b Buffer) error {
+	qs, err := c.h.QdiscList(link)
+	if err != nil {
+		return err
+	}
+	buckets := map[int]int{} // band → its flow buckets
+	for _, q := range qs {
+		if band, bucket, ok := classBand(uint16(q.Attrs().Parent)); ok && q.Attrs().Parent>>16 == rootMajor && bucket >= 0 {
+			buckets[band]++
+		}
+	}
+	mtu := link.Attrs().MTU
+	for _, n := range buckets {
+		if err := (Port{MTU: mtu, Buffer: b, Buckets: n}).checkBucketBuffer(); err != nil {
+			return yamlfile.Field("buffer", "%s split over %d flow buckets leaves each less than one full-size frame (%d bytes)", b, n, mtu+frameOverhead)
+		}
+	}
 	n := 0
 	for _, q := range qs {
 		a := q.Attrs()
-		if a.Parent>>16 != rootMajor || a.Parent&0xffff < leafBase {
+		band, bucket, ok := classBand(uint16(a.Parent))
+		if a.Parent>>16 != rootMajor || !ok {
 			continue
 		}
-		f := fifoLeaf{ifindex: a.LinkIndex, handle: a.Handle, parent: a.Parent}
-		if b.Packets > 0 {
-			f.packets, f.limit = true, uint32(b.Packets)
-		} else {
-			f.limit = uint32(b.Bytes)
+		limit := b
+		if bucket >= 0 {
+			limit = Port{Buffer: b, Buckets: buckets[band]}.bucketBuffer()
 		}
-		if err := c.replaceFifo(f); err != nil {
+		if err := c.replaceFifo(fifoFor(a.LinkIndex, a.Handle, a.Parent, limit)); err != nil {
 			return fmt.Errorf("port %s: %w", t, err)
 		}
 		n++
@@ -243,20 +292,5 @@ func setBuffer(t Target, b Buffer) error {
 	if n == 0 {
 		return fmt.Errorf("port %s: no fabric fifo found", t)
 	}
-	// The ECN marker predicts drops with the buffer.
-	maps, err := openLabMaps(t.Lab)
-	if err != nil {
-		return nil // no markers in this lab
-	}
-	defer maps.close(t.Lab)
-	k, err := portKey(c, link.Attrs().Index, dirEgress)
-	if err != nil {
-		return err
-	}
-	var cfg portPortCfg
-	if maps.cfg.Lookup(&k, &cfg) != nil || cfg.Marker != markECN {
-		return nil
-	}
-	cfg.Cap = Port{MTU: mtu, Buffer: b}.markerCap()
-	return maps.cfg.Update(&k, &cfg, ebpf.UpdateExist)
+	return nil
 }

@@ -5,23 +5,24 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 
-	"fabric/internal/units"
-	"fabric/internal/yamlfile"
+	"github.com/fabric-emu/fabric/internal/units"
+	"github.com/fabric-emu/fabric/internal/yamlfile"
 )
 
-// PortSpec is one layer of port settings as written in a lab file. Every
+// PortSettings is one layer of port settings as written in a lab file. Every
 // field is optional so that layers (defaults, tier, one port) can be merged;
 // Resolve validates the merged result into a Port.
-type PortSpec struct {
-	Rate    *units.Rate    `yaml:"rate,omitempty" json:"rate,omitempty"`
-	Buffer  *Buffer        `yaml:"buffer,omitempty" json:"buffer,omitempty"`
-	Queues  *QueuesSpec    `yaml:"queues,omitempty" json:"queues,omitempty"`
-	Marking *MarkingSpec   `yaml:"marking,omitempty" json:"marking,omitempty"`
-	Delay   *time.Duration `yaml:"delay,omitempty" json:"delay,omitempty"`
+type PortSettings struct {
+	Rate    *units.Rate  `yaml:"rate,omitempty" json:"rate,omitempty"`
+	Buffer  *Buffer      `yaml:"buffer,omitempty" json:"buffer,omitempty"`
+	Queues  *QueuesSpec  `yaml:"queues,omitempty" json:"queues,omitempty"`
+	Marking *MarkingSpec `yaml:"marking,omitempty" json:"marking,omitempty"`
+	// NDP makes the port an NDP switch port (ndp.go): a header band and a
+	// data band of a few packets, served 10 : 1, with trimming.
+	NDP *NDPSpec `yaml:"ndp,omitempty" json:"ndp,omitempty"`
 }
 
 // Buffer is a drop-tail limit in bytes ("700KB") or packets ("100pkts").
@@ -30,11 +31,23 @@ type Buffer struct {
 	Packets int        `json:"packets,omitempty"`
 }
 
-// QueuesSpec selects strict-priority bands or weighted classes.
+// QueuesSpec selects strict-priority bands or weighted classes, and fair
+// queueing within each band:
+//
+//	queues: {bands: 4}                           # strict priority, CS7 first
+//	queues: {weights: [4, 1]}                    # two weighted classes
+//	queues: {weights: [4, 1], fair: true}        # ... each fair-queued over 16 flow buckets
+//	queues: {bands: 2, fair: true, buckets: 8}   # strict bands, 8 buckets each
+//
+// With fair, every band is split into Buckets hashed flow buckets of equal
+// quantum (stochastic fair queueing, fair.go); the buffer is the band's,
+// shared out equally among its buckets.
 type QueuesSpec struct {
 	Bands    int    `yaml:"bands,omitempty" json:"bands,omitempty"`
 	Classify string `yaml:"classify,omitempty" json:"classify,omitempty"`
 	Weights  []int  `yaml:"weights,omitempty" json:"weights,omitempty"`
+	Fair     bool   `yaml:"fair,omitempty" json:"fair,omitempty"`
+	Buckets  int    `yaml:"buckets,omitempty" json:"buckets,omitempty"` // with fair; default DefaultBuckets
 }
 
 // MarkingSpec chooses at most one ECN marker.
@@ -55,12 +68,12 @@ type PhantomSpec struct {
 	Threshold units.Size `yaml:"threshold" json:"threshold"`
 }
 
-// PortsSpec is the `ports:` section of a lab file: defaults for every
+// SwitchPorts is the `ports:` section of a lab file: defaults for every
 // switch egress port, overridden per tier and then per port ("s0:eth1").
-type PortsSpec struct {
-	PortSpec  `yaml:",inline"`
-	Tiers     map[string]PortSpec `yaml:"tiers,omitempty" json:"tiers,omitempty"`
-	Overrides map[string]PortSpec `yaml:"overrides,omitempty" json:"overrides,omitempty"`
+type SwitchPorts struct {
+	PortSettings `yaml:",inline"`
+	Tiers        map[string]PortSettings `yaml:"tiers,omitempty" json:"tiers,omitempty"`
+	Overrides    map[string]PortSettings `yaml:"overrides,omitempty" json:"overrides,omitempty"`
 }
 
 // DefaultBuffer is the drop-tail limit of a port whose lab file gives none:
@@ -129,11 +142,11 @@ func (b Buffer) bytesAt(mtu int) units.Size {
 // the port's tier, then an override for "node:ifname". A layer replaces
 // whole fields: an override's marking replaces the tier's marking rather
 // than merging into it, so ecn and phantom never combine by accident.
-func (p *PortsSpec) For(node, tier, ifname string) PortSpec {
+func (p *SwitchPorts) For(node, tier, ifname string) PortSettings {
 	if p == nil {
-		return PortSpec{}
+		return PortSettings{}
 	}
-	out := p.PortSpec
+	out := p.PortSettings
 	if t, ok := p.Tiers[tier]; ok {
 		out = out.Merge(t)
 	}
@@ -143,8 +156,53 @@ func (p *PortsSpec) For(node, tier, ifname string) PortSpec {
 	return out
 }
 
+// Merge layers top over p: the defaults, each tier and each override merge
+// field by field (PortSettings.Merge). An experiment's scheme is merged over
+// the lab's ports this way.
+func (p SwitchPorts) Merge(top SwitchPorts) SwitchPorts {
+	out := SwitchPorts{PortSettings: p.PortSettings.Merge(top.PortSettings)}
+	merge := func(a, b map[string]PortSettings) map[string]PortSettings {
+		if len(a)+len(b) == 0 {
+			return nil
+		}
+		m := map[string]PortSettings{}
+		for k, v := range a {
+			m[k] = v
+		}
+		for k, v := range b {
+			m[k] = m[k].Merge(v)
+		}
+		return m
+	}
+	out.Tiers = merge(p.Tiers, top.Tiers)
+	out.Overrides = merge(p.Overrides, top.Overrides)
+	return out
+}
+
+// Layer is the settings one part of the ports section gives a port, merged
+// over the defaults, and where it was written (Path: "ports",
+// "ports.tiers.core", "ports.overrides.s0:eth1").
+type Layer struct {
+	Path     string
+	Settings PortSettings
+}
+
+// Layers lists the defaults, each tier and each override as the ports that
+// they reach see them, in a stable order: what a check of every written
+// setting (fabric doctor's needs) walks.
+func (p SwitchPorts) Layers(path string) []Layer {
+	out := []Layer{{path, p.PortSettings}}
+	for _, t := range sortedKeys(p.Tiers) {
+		out = append(out, Layer{path + ".tiers." + t, p.PortSettings.Merge(p.Tiers[t])})
+	}
+	for _, o := range sortedKeys(p.Overrides) {
+		out = append(out, Layer{path + ".overrides." + o, p.PortSettings.Merge(p.Overrides[o])})
+	}
+	return out
+}
+
 // Merge returns s with every field that top sets replaced by top's.
-func (s PortSpec) Merge(top PortSpec) PortSpec {
+func (s PortSettings) Merge(top PortSettings) PortSettings {
 	if top.Rate != nil {
 		s.Rate = top.Rate
 	}
@@ -157,8 +215,8 @@ func (s PortSpec) Merge(top PortSpec) PortSpec {
 	if top.Marking != nil {
 		s.Marking = top.Marking
 	}
-	if top.Delay != nil {
-		s.Delay = top.Delay
+	if top.NDP != nil {
+		s.NDP = top.NDP
 	}
 	return s
 }
@@ -166,11 +224,11 @@ func (s PortSpec) Merge(top PortSpec) PortSpec {
 // Validate checks what can be checked before the topology is known: tier
 // names, override keys and each layer's own values. Paths are relative to
 // the ports section ("tiers.edge.buffer", "overrides.s0:eth1.marking").
-func (p *PortsSpec) Validate(knownTiers []string) error {
+func (p *SwitchPorts) Validate(knownTiers []string) error {
 	if p == nil {
 		return nil
 	}
-	if err := p.PortSpec.validateLayer(); err != nil {
+	if err := p.PortSettings.validateLayer(); err != nil {
 		return err
 	}
 	for _, name := range sortedKeys(p.Tiers) {
@@ -194,7 +252,7 @@ func (p *PortsSpec) Validate(knownTiers []string) error {
 }
 
 // validateLayer checks the fields of one layer that need no link rate.
-func (s PortSpec) validateLayer() error {
+func (s PortSettings) validateLayer() error {
 	if s.Rate != nil && *s.Rate == 0 {
 		return yamlfile.Field("rate", "must be positive")
 	}
@@ -208,12 +266,12 @@ func (s PortSpec) validateLayer() error {
 			return yamlfile.In("marking", err)
 		}
 	}
-	if s.Delay != nil && *s.Delay < 0 {
-		return yamlfile.Field("delay", "must not be negative")
-	}
 	if s.Buffer != nil && s.Marking != nil && s.Marking.ECN != nil && s.Buffer.Packets == 0 &&
 		s.Marking.ECN.Threshold > s.Buffer.Bytes {
 		return thresholdTooLarge(s.Marking.ECN.Threshold, *s.Buffer, s.Buffer.Bytes)
+	}
+	if s.NDP != nil {
+		return s.validateNDP()
 	}
 	return nil
 }
@@ -231,6 +289,9 @@ func (q *QueuesSpec) resolve() (bands int, err error) {
 	case "", "dscp":
 	default:
 		return 0, yamlfile.Field("classify", "unknown classifier %q (only dscp)", q.Classify)
+	}
+	if err := q.checkBuckets(); err != nil {
+		return 0, err
 	}
 	bands = q.Bands
 	if len(q.Weights) > 0 {
@@ -282,7 +343,7 @@ func checkDrain(d float64) error {
 	return nil
 }
 
-func sortedKeys(m map[string]PortSpec) []string {
+func sortedKeys(m map[string]PortSettings) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

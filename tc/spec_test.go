@@ -4,12 +4,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 
-	"fabric/internal/units"
-	"fabric/internal/yamlfile"
+	"github.com/fabric-emu/fabric/internal/units"
+	"github.com/fabric-emu/fabric/internal/yamlfile"
 )
 
 func TestParseBuffer(t *testing.T) {
@@ -27,7 +26,7 @@ func TestParseBuffer(t *testing.T) {
 			t.Errorf("ParseBuffer(%q) = %+v, want an error", in, b)
 		}
 	}
-	var s PortSpec
+	var s PortSettings
 	err := yaml.Unmarshal([]byte("buffer: lots\n"), &s)
 	if err == nil || !strings.Contains(err.Error(), "line 1") {
 		t.Errorf("bad buffer in YAML: %v, want a line error", err)
@@ -35,7 +34,7 @@ func TestParseBuffer(t *testing.T) {
 }
 
 func TestForMergesLayers(t *testing.T) {
-	var p PortsSpec
+	var p SwitchPorts
 	src := `
 rate: 1Gbit
 buffer: 700KB
@@ -60,28 +59,23 @@ overrides:
 
 // Every bad value the issue lists gives a FieldError naming the field.
 func TestResolveBadInput(t *testing.T) {
-	real := haveQdisc
-	haveQdisc = func(kind string) bool { return kind != "netem" }
-	defer func() { haveQdisc = real }()
 	size := func(s units.Size) *Buffer { return &Buffer{Bytes: s} }
-	ms := time.Millisecond
 	cases := []struct {
 		name  string
-		spec  PortSpec
+		spec  PortSettings
 		field string
 		msg   string
 	}{
-		{"threshold above buffer", PortSpec{Buffer: size(20 * units.KB), Marking: &MarkingSpec{ECN: &ECNSpec{Threshold: 30 * units.KB}}}, "marking.ecn.threshold", "larger than the buffer"},
-		{"threshold above packet buffer", PortSpec{Buffer: &Buffer{Packets: 10}, Marking: &MarkingSpec{ECN: &ECNSpec{Threshold: 30 * units.KB}}}, "marking.ecn.threshold", "larger than the buffer"},
-		{"drain zero", PortSpec{Marking: &MarkingSpec{Phantom: &PhantomSpec{Drain: 0, Threshold: 1000}}}, "marking.phantom.drain", "0 < drain <= 1"},
-		{"drain above one", PortSpec{Marking: &MarkingSpec{Phantom: &PhantomSpec{Drain: 1.01, Threshold: 1000}}}, "marking.phantom.drain", "0 < drain <= 1"},
-		{"nine bands", PortSpec{Queues: &QueuesSpec{Bands: 9}}, "queues.bands", "at most 8"},
-		{"weights count", PortSpec{Queues: &QueuesSpec{Bands: 2, Weights: []int{3, 1, 1}}}, "queues.weights", "3 weights for 2 bands"},
-		{"zero weight", PortSpec{Queues: &QueuesSpec{Weights: []int{3, 0}}}, "queues.weights[1]", "positive"},
-		{"delay without netem", PortSpec{Delay: &ms}, "delay", "netem"},
-		{"both markers", PortSpec{Marking: &MarkingSpec{ECN: &ECNSpec{Threshold: 1}, Phantom: &PhantomSpec{Drain: 0.9, Threshold: 1}}}, "marking", "choose one"},
-		{"buffer below a frame", PortSpec{Buffer: size(1000)}, "buffer", "full-size frame"},
-		{"classifier", PortSpec{Queues: &QueuesSpec{Bands: 2, Classify: "port"}}, "queues.classify", "only dscp"},
+		{"threshold above buffer", PortSettings{Buffer: size(20 * units.KB), Marking: &MarkingSpec{ECN: &ECNSpec{Threshold: 30 * units.KB}}}, "marking.ecn.threshold", "larger than the buffer"},
+		{"threshold above packet buffer", PortSettings{Buffer: &Buffer{Packets: 10}, Marking: &MarkingSpec{ECN: &ECNSpec{Threshold: 30 * units.KB}}}, "marking.ecn.threshold", "larger than the buffer"},
+		{"drain zero", PortSettings{Marking: &MarkingSpec{Phantom: &PhantomSpec{Drain: 0, Threshold: 1000}}}, "marking.phantom.drain", "0 < drain <= 1"},
+		{"drain above one", PortSettings{Marking: &MarkingSpec{Phantom: &PhantomSpec{Drain: 1.01, Threshold: 1000}}}, "marking.phantom.drain", "0 < drain <= 1"},
+		{"nine bands", PortSettings{Queues: &QueuesSpec{Bands: 9}}, "queues.bands", "at most 8"},
+		{"weights count", PortSettings{Queues: &QueuesSpec{Bands: 2, Weights: []int{3, 1, 1}}}, "queues.weights", "3 weights for 2 bands"},
+		{"zero weight", PortSettings{Queues: &QueuesSpec{Weights: []int{3, 0}}}, "queues.weights[1]", "positive"},
+		{"both markers", PortSettings{Marking: &MarkingSpec{ECN: &ECNSpec{Threshold: 1}, Phantom: &PhantomSpec{Drain: 0.9, Threshold: 1}}}, "marking", "choose one"},
+		{"buffer below a frame", PortSettings{Buffer: size(1000)}, "buffer", "full-size frame"},
+		{"classifier", PortSettings{Queues: &QueuesSpec{Bands: 2, Classify: "port"}}, "queues.classify", "only dscp"},
 	}
 	for _, c := range cases {
 		_, err := c.spec.Resolve(units.Gbit, 1500)
@@ -97,40 +91,40 @@ func TestResolveBadInput(t *testing.T) {
 }
 
 func TestResolveDefaultsAndBands(t *testing.T) {
-	p, err := PortSpec{}.Resolve(100*units.Mbit, 1500)
+	p, err := PortSettings{}.Resolve(100*units.Mbit, 1500)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.Rate != 100*units.Mbit || p.BufferBytes() != DefaultBuffer || p.Bands != 1 {
 		t.Errorf("plain port = %+v", p)
 	}
-	if _, err := (PortSpec{}).Resolve(0, 1500); err == nil {
+	if _, err := (PortSettings{}).Resolve(0, 1500); err == nil {
 		t.Error("no rate anywhere: want an error")
 	}
-	p, _ = PortSpec{Queues: &QueuesSpec{Bands: 3}}.Resolve(units.Gbit, 1500)
+	p, _ = PortSettings{Queues: &QueuesSpec{Bands: 3}}.Resolve(units.Gbit, 1500)
 	// CS7 → band 0, CS6 → band 1, CS5..CS0 clamped to band 2.
 	if p.BandOf != [8]uint8{2, 2, 2, 2, 2, 2, 1, 0} {
 		t.Errorf("band map %v", p.BandOf)
 	}
 	fast := 10 * units.Gbit
-	p, _ = PortSpec{Rate: &fast}.Resolve(units.Gbit, 1500)
+	p, _ = PortSettings{Rate: &fast}.Resolve(units.Gbit, 1500)
 	if len(p.Warnings()) != 1 {
 		t.Errorf("10 Gbit: warnings %v, want the CPU limit", p.Warnings())
 	}
 }
 
 func TestValidatePaths(t *testing.T) {
-	p := &PortsSpec{Tiers: map[string]PortSpec{"spine": {}}}
+	p := &SwitchPorts{Tiers: map[string]PortSettings{"spine": {}}}
 	err := p.Validate([]string{"edge", "agg", "core"})
 	var fe *yamlfile.FieldError
 	if !errors.As(err, &fe) || fe.Path != "tiers.spine" {
 		t.Errorf("unknown tier: %v", err)
 	}
-	p = &PortsSpec{Overrides: map[string]PortSpec{"s0eth1": {}}}
+	p = &SwitchPorts{Overrides: map[string]PortSettings{"s0eth1": {}}}
 	if err := p.Validate(nil); !errors.As(err, &fe) || fe.Path != "overrides.s0eth1" {
 		t.Errorf("bad override key: %v", err)
 	}
-	p = &PortsSpec{Tiers: map[string]PortSpec{"edge": {Queues: &QueuesSpec{Bands: 12}}}}
+	p = &SwitchPorts{Tiers: map[string]PortSettings{"edge": {Queues: &QueuesSpec{Bands: 12}}}}
 	if err := p.Validate([]string{"edge"}); !errors.As(err, &fe) || fe.Path != "tiers.edge.queues.bands" {
 		t.Errorf("bad tier layer: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
@@ -24,19 +25,35 @@ type PortStats struct {
 	Bands     []BandStats  `json:"bands,omitempty"`
 	ECN       *MarkerStats `json:"ecn,omitempty"`
 	Phantom   *MarkerStats `json:"phantom,omitempty"`
+	NDP       *NDPStats    `json:"ndp,omitempty"`
 	// At is when the counters were read (CLOCK_MONOTONIC ns, the clock of
 	// the markers), ReadNs how long reading them took.
 	At     int64 `json:"at_ns"`
 	ReadNs int64 `json:"read_ns"`
 }
 
-// BandStats are one band's fifo counters.
+// BandStats are one band's fifo counters (with flow buckets, the sums over
+// its buckets).
 type BandStats struct {
-	Band    int    `json:"band"`
-	Bytes   uint64 `json:"bytes"`
-	Packets uint64 `json:"packets"`
-	Drops   uint64 `json:"drops"`
-	Backlog uint64 `json:"backlog_bytes"`
+	Band      int    `json:"band"`
+	Bytes     uint64 `json:"bytes"`
+	Packets   uint64 `json:"packets"`
+	Drops     uint64 `json:"drops"`
+	Backlog   uint64 `json:"backlog_bytes"`
+	QueuedPkt uint64 `json:"backlog_packets"`
+	// Buckets are the flow buckets of a fair band that have carried
+	// traffic, by bucket number.
+	Buckets []BucketStats `json:"buckets,omitempty"`
+}
+
+// BucketStats are one flow bucket's fifo counters.
+type BucketStats struct {
+	Bucket    int    `json:"bucket"`
+	Bytes     uint64 `json:"bytes"`
+	Packets   uint64 `json:"packets"`
+	Drops     uint64 `json:"drops"`
+	Backlog   uint64 `json:"backlog_bytes"`
+	QueuedPkt uint64 `json:"backlog_packets"`
 }
 
 // MarkerStats are a marker's counters and its virtual queue.
@@ -67,6 +84,7 @@ func Stats(ctx context.Context, t Target) (PortStats, error) {
 	}
 	defer c.Close()
 	var readECN, readPhantom func(now int64) (*MarkerStats, error)
+	var readNDP func() (*NDPStats, error)
 	maps, err := openLabMaps(t.Lab)
 	switch {
 	case err == nil:
@@ -75,6 +93,9 @@ func Stats(ctx context.Context, t Target) (PortStats, error) {
 			return st, err
 		}
 		if readPhantom, err = markerReader(maps, c, link.Attrs().Index, markPhantom); err != nil {
+			return st, err
+		}
+		if readNDP, err = ndpReader(maps, c, link.Attrs().Index); err != nil {
 			return st, err
 		}
 	case !errors.Is(err, os.ErrNotExist): // a lab of plain ports loads no programs
@@ -108,26 +129,98 @@ func Stats(ctx context.Context, t Target) (PortStats, error) {
 			return st, err
 		}
 	}
+	if readNDP != nil {
+		if st.NDP, err = readNDP(); err != nil {
+			return st, err
+		}
+	}
 	st.ReadNs = monotonicNow() - st.At
+	st.addQdiscs(qs)
+	return st, nil
+}
+
+// addQdiscs fills in the tc counters: the root's for the port, the fifos'
+// for the bands (summed over a fair band's buckets), and an NDP port's
+// header and data drops.
+func (st *PortStats) addQdiscs(qs []netlink.Qdisc) {
+	bands := map[int]*BandStats{}
 	for _, q := range qs {
 		a := q.Attrs()
 		s := a.Statistics
 		if s == nil {
 			continue
 		}
-		switch {
-		case a.Handle == netlink.MakeHandle(rootMajor, 0):
+		if a.Handle == netlink.MakeHandle(rootMajor, 0) {
 			st.Bytes, st.Packets = s.Basic.Bytes, uint64(s.Basic.Packets)
 			st.Drops, st.Overlimit = uint64(s.Queue.Drops), uint64(s.Queue.Overlimits)
 			st.Backlog, st.QueuedPkt = uint64(s.Queue.Backlog), uint64(s.Queue.Qlen)
-		case a.Parent>>16 == rootMajor && a.Parent&0xffff >= leafBase:
-			st.Bands = append(st.Bands, BandStats{
-				Band: int(a.Parent&0xffff) - leafBase, Bytes: s.Basic.Bytes, Packets: uint64(s.Basic.Packets),
-				Drops: uint64(s.Queue.Drops), Backlog: uint64(s.Queue.Backlog),
-			})
+			continue
+		}
+		if a.Parent>>16 != rootMajor {
+			continue
+		}
+		band, bucket, ok := classBand(uint16(a.Parent))
+		if !ok {
+			continue // not fabric's (the host pacer's bucket)
+		}
+		b := bands[band]
+		if b == nil {
+			b = &BandStats{Band: band}
+			bands[band] = b
+		}
+		c := BucketStats{Bucket: bucket, Bytes: s.Basic.Bytes, Packets: uint64(s.Basic.Packets),
+			Drops: uint64(s.Queue.Drops), Backlog: uint64(s.Queue.Backlog), QueuedPkt: uint64(s.Queue.Qlen)}
+		b.Bytes += c.Bytes
+		b.Packets += c.Packets
+		b.Drops += c.Drops
+		b.Backlog += c.Backlog
+		b.QueuedPkt += c.QueuedPkt
+		if bucket >= 0 && c.Packets > 0 {
+			b.Buckets = append(b.Buckets, c)
 		}
 	}
-	return st, nil
+	for band := range MaxBands {
+		if b := bands[band]; b != nil {
+			slices.SortFunc(b.Buckets, func(x, y BucketStats) int { return x.Bucket - y.Bucket })
+			st.Bands = append(st.Bands, *b)
+		}
+	}
+	if st.NDP != nil {
+		for _, b := range st.Bands {
+			switch b.Band {
+			case ndpHeaderBand:
+				st.NDP.HeaderDrops += b.Drops
+			case ndpDataBand:
+				st.NDP.DataDrops += b.Drops
+			}
+		}
+	}
+}
+
+// ndpReader prepares the read of an NDP port's counters; nil when the port
+// is not an NDP port.
+func ndpReader(m *labMaps, c *nsConn, ifindex int) (func() (*NDPStats, error), error) {
+	key, err := portKey(c, ifindex, dirEgress)
+	if err != nil {
+		return nil, err
+	}
+	var cfg portPortCfg
+	if err := m.cfg.Lookup(&key, &cfg); err != nil {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	if cfg.Marker != markNDP {
+		return nil, nil
+	}
+	return func() (*NDPStats, error) {
+		var s portPortState
+		if err := m.state.LookupWithFlags(&key, &s, ebpf.LookupLock); err != nil {
+			return nil, fmt.Errorf("ndp state: %w", err)
+		}
+		return ndpStats(&s), nil
+	}, nil
 }
 
 // markerReader prepares the read of one hook's marker; the reader returns
@@ -159,10 +252,7 @@ func markerReader(m *labMaps, c *nsConn, ifindex int, marker uint32) (func(int64
 		if marker == markECN {
 			// The counted queue: every band's arrivals minus departures.
 			for b := range s.Arrived {
-				dep := s.Departed[b] + max(s.Missed[b], s.ArrivedPeer[b]-min(s.ArrivedPeer[b], s.Departed[b]))
-				if s.Arrived[b] > dep {
-					ms.VQ += s.Arrived[b] - dep
-				}
+				ms.VQ += countedQueue(&s, b).bytes
 			}
 			ms.DrainBps = 0
 		} else {
@@ -171,6 +261,26 @@ func markerReader(m *labMaps, c *nsConn, ifindex int, marker uint32) (func(int64
 		return ms, nil
 	}, nil
 }
+
+// countedQueue is band b's queue as the port programs count it (bytes and
+// packets into its fifo less those seen leaving or dropped, with the
+// departures port_xmit missed learnt from the peer; band_depth in
+// bpf/port.bpf.c).
+func countedQueue(s *portPortState, b int) depth {
+	dep := s.Departed[b] + s.Dropped[b] + max(s.Missed[b], s.ArrivedPeer[b]-min(s.ArrivedPeer[b], s.Departed[b]))
+	depp := s.DepartedPkts[b] + s.DroppedPkts[b] + max(s.MissedPkts[b], s.ArrivedPeerPkts[b]-min(s.ArrivedPeerPkts[b], s.DepartedPkts[b]))
+	var d depth
+	if s.Arrived[b] > dep {
+		d.bytes = s.Arrived[b] - dep
+	}
+	if s.ArrivedPkts[b] > depp {
+		d.pkts = s.ArrivedPkts[b] - depp
+	}
+	return d
+}
+
+// depth is a counted queue.
+type depth struct{ bytes, pkts uint64 }
 
 // drainedTo applies the program's drain rule up to now, so the value read
 // is the virtual queue at the moment the tc counters were read.

@@ -3,8 +3,8 @@ package pacer
 import (
 	"time"
 
-	"fabric/internal/units"
-	"fabric/internal/yamlfile"
+	"github.com/fabric-emu/fabric/internal/units"
+	"github.com/fabric-emu/fabric/internal/yamlfile"
 )
 
 // Config is a host's `pacer:` section in a lab file. Zero fields take the

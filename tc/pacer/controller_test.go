@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"fabric/internal/yamlfile"
+	"github.com/fabric-emu/fabric/internal/yamlfile"
 )
 
 func TestControllerStepIsEquation4(t *testing.T) {

@@ -9,15 +9,17 @@ package pacer_test
 // the bottleneck (measured: 9% idle, drop-tail TCP's mean queue 8.7 KB, so
 // the Table 1 contrast disappears), which is why CI runs 100 Mbit.
 //
-// Every scenario has a round-trip time: s0 holds h2's ACKs for
-// hullACKDelay (ackdelay_test.go; no netem here). Without it the min RTT
+// Every scenario has a round-trip time: the lab's links carry
+// hullRTT/4 of delay in each direction (a round trip crosses four; the
+// lab's delay lines, tc/delay). Without it the min RTT
 // was 9–40 µs and two flows at DCTCP's 2-segment floor overfilled the
 // path, so the phantom queue could not leave headroom at all (§6.1 needs
 // the flows' windows to fit below the drain rate) and the pacer only
 // delayed window-limited flows. The paper does not state its testbed's
 // RTT; 200 µs at 1 Gbit (a bandwidth-delay product of 17 frames), scaled
 // by 10 like every other time here, gives 2 ms. Measured once each with
-// this test at 100 Mbit (throughput in Mbit/s, mean switch latency):
+// this test at 100 Mbit when the 2 ms sat on the ACKs' path alone, held
+// by a relay in s0 (throughput in Mbit/s, mean switch latency):
 //
 //	ACK delay  DCTCP-30K     DCTCP-PQ950   PQ950 + pacer
 //	2 ms       93.5, 167 µs  82.6, 23 µs   82.1, 3.1 µs
@@ -45,13 +47,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"fabric/emu"
-	"fabric/hosts/cc"
-	"fabric/internal/testenv"
-	"fabric/results/capture"
-	"fabric/results/lmm"
-	"fabric/tc"
-	"fabric/tc/pacer"
+	"github.com/fabric-emu/fabric/emu"
+	"github.com/fabric-emu/fabric/hosts/cc"
+	"github.com/fabric-emu/fabric/internal/testenv"
+	"github.com/fabric-emu/fabric/results/capture"
+	"github.com/fabric-emu/fabric/results/lmm"
+	"github.com/fabric-emu/fabric/tc"
+	"github.com/fabric-emu/fabric/tc/pacer"
 )
 
 // hullRateMbit is the line rate: 100 Mbit in CI, where captures share the
@@ -59,10 +61,10 @@ import (
 // by hand. Every threshold below scales with it.
 var hullRateMbit = envFloat("FABRIC_HULL_RATE_MBIT", 100)
 
-// hullACKDelay is the return-path delay of every scenario: 200 µs at
-// 1 Gbit, scaled with the rate (see the top of the file);
-// FABRIC_HULL_ACK_DELAY_US overrides it by hand.
-var hullACKDelay = time.Duration(envFloat("FABRIC_HULL_ACK_DELAY_US", 200*1000/hullRateMbit)) * time.Microsecond
+// hullRTT is every scenario's round-trip time: 200 µs at 1 Gbit, scaled
+// with the rate (see the top of the file); FABRIC_HULL_RTT_US overrides it
+// by hand.
+var hullRTT = time.Duration(envFloat("FABRIC_HULL_RTT_US", 200*1000/hullRateMbit)) * time.Microsecond
 
 const (
 	hullWarmup  = 1500 * time.Millisecond
@@ -218,12 +220,12 @@ func runHULL(t *testing.T, sc hullScenario) hullResult {
 	}
 	spec, err := emu.Parse(name+".yaml", []byte(fmt.Sprintf(`name: %s
 topology: {kind: star, hosts: 3}
-links: {rate: %gMbit}
+links: {rate: %gMbit, delay: %dus}
 hosts:
   sysctls: {net.ipv4.tcp_ecn: "1"}%s
 ports:
   %s
-`, name, hullRateMbit, hostPacer, ports)))
+`, name, hullRateMbit, hullRTT.Microseconds()/4, hostPacer, ports)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +240,6 @@ ports:
 	})
 
 	r := hullResult{label: sc.label}
-	delay := delayReturnPath(t, lab, "s0", "eth2", hullACKDelay)
 	var pacers []*pacer.Pacer
 	for _, h := range []string{"h0", "h1"} {
 		if p := lab.Pacers()[h]; p != nil {
@@ -410,8 +411,9 @@ ports:
 		t.Logf("%s pacer: %+v", sc.label, s)
 	}
 	r.backlogKB = backlogSum / max(backlogN, 1) / 1000
-	t.Logf("%s: ACKs held %v in s0: %d relayed, at most %d held at once, late by %v on average, %v at most", sc.label, hullACKDelay, delay.relayed.Load(), delay.maxQueue.Load(),
-		time.Duration(delay.lateNs.Load()/max(delay.relayed.Load(), 1)), time.Duration(delay.maxLate.Load()))
+	if st, err := lab.Wire().Stats(); err == nil {
+		t.Logf("%s: RTT %v from the lab's delay lines: %+v, lateness p99 %v, max %v", sc.label, hullRTT, st.Totals(), st.Lateness(0.99), st.MaxLateness())
+	}
 	for i, c := range conns {
 		if ti, err := tcpInfo(c); err == nil {
 			if rtt := time.Duration(ti.Min_rtt) * time.Microsecond; r.minRTT == 0 || rtt < r.minRTT {

@@ -24,21 +24,21 @@ package pacer
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"sync"
 	"time"
 
+	"github.com/fabric-emu/fabric/tc"
+
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"fabric/internal/netnsutil"
-	"fabric/internal/units"
+	"github.com/fabric-emu/fabric/internal/netnsutil"
+	"github.com/fabric-emu/fabric/internal/units"
 )
 
 // tc handles the pacer uses (major:minor, hex).
@@ -174,7 +174,7 @@ func (p *Pacer) setupTree() error {
 	if err := p.h.ClassReplace(p.bucketClass(p.ctl.rate)); err != nil {
 		return fmt.Errorf("bucket class: %w", err)
 	}
-	return p.replaceBfifo(netlink.MakeHandle(bucketQdiscMajor, 0), p.bucket, uint32(p.cfg.Buffer))
+	return tc.ReplaceBfifo(p.nsPath, p.ifidx, netlink.MakeHandle(bucketQdiscMajor, 0), p.bucket, uint32(p.cfg.Buffer))
 }
 
 // adoptTree hangs the bucket in an existing HTB tree: under class major:1
@@ -249,25 +249,6 @@ func (p *Pacer) bucketClass(r float64) *netlink.HtbClass {
 func (p *Pacer) htbClass(parent, handle uint32, rate, ceil float64, burst uint32) *netlink.HtbClass {
 	return netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: p.ifidx, Parent: parent, Handle: handle},
 		netlink.HtbClassAttrs{Rate: uint64(rate), Ceil: uint64(ceil), Buffer: burst, Cbuffer: burst, Quantum: frameQuantum})
-}
-
-// replaceBfifo puts a byte-limited FIFO under the bucket class. The netlink
-// library cannot send a fifo's limit (without one the kernel silently uses
-// txqueuelen packets), so the request is built here and sent from inside
-// the namespace.
-func (p *Pacer) replaceBfifo(handle, parent, limit uint32) error {
-	return p.inNS(func() error {
-		req := nl.NewNetlinkRequest(unix.RTM_NEWQDISC, unix.NLM_F_CREATE|unix.NLM_F_REPLACE|unix.NLM_F_ACK)
-		req.AddData(&nl.TcMsg{Family: nl.FAMILY_ALL, Ifindex: int32(p.ifidx), Handle: handle, Parent: parent})
-		req.AddData(nl.NewRtAttr(nl.TCA_KIND, nl.ZeroTerminated("bfifo")))
-		opt := make([]byte, 4)
-		binary.NativeEndian.PutUint32(opt, limit)
-		req.AddData(nl.NewRtAttr(nl.TCA_OPTIONS, opt))
-		if _, err := req.Execute(unix.NETLINK_ROUTE, 0); err != nil {
-			return fmt.Errorf("bucket bfifo limit %d: %w", limit, err)
-		}
-		return nil
-	})
 }
 
 // inNS runs fn on a thread inside the pacer's namespace.

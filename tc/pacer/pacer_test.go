@@ -9,11 +9,11 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"fabric/hosts/cc"
-	"fabric/hosts/cc/cctest"
-	"fabric/internal/testenv"
-	"fabric/internal/units"
-	"fabric/tc"
+	"github.com/fabric-emu/fabric/hosts/cc"
+	"github.com/fabric-emu/fabric/hosts/cc/cctest"
+	"github.com/fabric-emu/fabric/internal/testenv"
+	"github.com/fabric-emu/fabric/internal/units"
+	"github.com/fabric-emu/fabric/tc"
 )
 
 const lineRate = 100 * units.Rate(1e6)
@@ -198,7 +198,7 @@ func TestPacerBeforePortPrograms(t *testing.T) {
 	p := cctest.NewPair(t, "pp")
 	lab := fmt.Sprintf("tpp%d", os.Getpid())
 	target := tc.Target{Lab: lab, Node: "a", Ifname: p.A.If, NetNS: p.A.Path(), PeerNode: "b", PeerIfname: p.B.If, PeerNetNS: p.B.Path()}
-	port, err := tc.PortSpec{Queues: &tc.QueuesSpec{Bands: 2}}.Resolve(lineRate, 1500)
+	port, err := tc.PortSettings{Queues: &tc.QueuesSpec{Bands: 2}}.Resolve(lineRate, 1500)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,8 @@ package tctest
 import (
 	"testing"
 
-	"fabric/internal/nstest"
-	"fabric/tc"
+	"github.com/fabric-emu/fabric/internal/nstest"
+	"github.com/fabric-emu/fabric/tc"
 )
 
 // Router is the node every host links to.
@@ -35,7 +35,21 @@ func NewStar(t testing.TB, hosts ...string) *Lab {
 // NewStarMTU is NewStar with every link at mtu bytes (0: 1500).
 func NewStarMTU(t testing.TB, mtu int, hosts ...string) *Lab {
 	t.Helper()
-	name := nstest.LabName("t3")
+	return newStar(t, nstest.Options{Name: nstest.LabName("t3"), MTU: mtu}, hosts...)
+}
+
+// NewQuietStar is NewStar with lab names starting with prefix and IPv6 off
+// in every namespace, so that nothing but the test's own traffic (no
+// router solicitation, no MLD report) crosses a port whose packets the
+// test counts.
+func NewQuietStar(t testing.TB, prefix string, hosts ...string) *Lab {
+	t.Helper()
+	return newStar(t, nstest.Options{Name: nstest.LabName(prefix), NoIPv6: true}, hosts...)
+}
+
+func newStar(t testing.TB, opt nstest.Options, hosts ...string) *Lab {
+	t.Helper()
+	name := opt.Name
 	// Registered first, so it runs last: after the namespaces are gone,
 	// as emu's Down forgets a lab.
 	t.Cleanup(func() {
@@ -43,7 +57,7 @@ func NewStarMTU(t testing.TB, mtu int, hosts ...string) *Lab {
 			t.Logf("forget lab %s: %v", name, err)
 		}
 	})
-	return &Lab{Star: nstest.New(t, nstest.Options{Name: name, MTU: mtu}, hosts...), t: t}
+	return &Lab{Star: nstest.New(t, opt, hosts...), t: t}
 }
 
 // Egress is the router port that sends to host (its peer is host's eth0).

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fabric-emu/fabric/tc"
 )
 
 // Wire overhead of a UDP/IPv4 datagram on a veth: Ethernet 14 + IP 20 +
@@ -135,14 +137,20 @@ func setTOS(tos int) func(string, string, syscall.RawConn) error {
 	}
 }
 
-// Datagram is one received UDP packet.
+// Datagram is one received UDP packet. A stream sent with NDPFlags keeps
+// its sequence number in the low 48 bits (the NDP header's magic and flags
+// take the top two bytes), and a trimmed NDP packet still carries it, the
+// send time and the flow (they sit in the 20-byte NDP header).
 type Datagram struct {
-	Flow   byte
-	Seq    uint64
-	SentNs int64 // sender's CLOCK_REALTIME just before sending
-	RecvNs int64 // the kernel's receive timestamp (SO_TIMESTAMPNS)
-	TOS    byte  // as received: DSCP and ECN (CE = 3)
-	Len    int   // wire bytes
+	Flow byte
+	Seq  uint64
+	// NDPFlags are the NDP header's flags when the payload starts with
+	// one (tc.NDPMagic), else 0.
+	NDPFlags byte
+	SentNs   int64 // sender's CLOCK_REALTIME just before sending
+	RecvNs   int64 // the kernel's receive timestamp (SO_TIMESTAMPNS)
+	TOS      byte  // as received: DSCP and ECN (CE = 3)
+	Len      int   // wire bytes
 }
 
 // Latency is the one-way delay; all namespaces share the kernel clock.
@@ -209,6 +217,10 @@ func (s *UDPSink) loop() {
 			Seq: binary.BigEndian.Uint64(buf[0:]), SentNs: int64(binary.BigEndian.Uint64(buf[8:])),
 			Flow: buf[16], Len: n + udpOverhead,
 		}
+		if n >= tc.NDPHeaderLen && buf[0] == tc.NDPMagic {
+			d.NDPFlags = buf[1]
+			d.Seq &= 1<<48 - 1
+		}
 		msgs, _ := unix.ParseSocketControlMessage(oob[:oobn])
 		for _, m := range msgs {
 			switch {
@@ -251,6 +263,13 @@ type UDPStream struct {
 	// Smooth skips the packets a late wake-up missed instead of sending
 	// them at once: no bursts, at the price of a slightly lower rate.
 	Smooth bool
+	// NDPFlags, when not 0, makes every packet an NDP packet: the payload
+	// starts with an NDP header (magic 'N', these flags) that keeps the
+	// sequence number, send time and flow (see Datagram). Size 62 is a
+	// bare NDP header (a control packet).
+	NDPFlags byte
+	// SrcPort binds the sending socket to this UDP port (0: any).
+	SrcPort int
 }
 
 // SendUDP sends s at a constant wire rate: packet i leaves at start +
@@ -266,7 +285,11 @@ func SendUDP(ctx context.Context, ns Namespaces, s UDPStream) (int, error) {
 	var conn *net.UDPConn
 	err := ns.Do(s.From, func() error {
 		var err error
-		conn, err = net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(s.To))
+		var local *net.UDPAddr
+		if s.SrcPort != 0 {
+			local = &net.UDPAddr{Port: s.SrcPort}
+		}
+		conn, err = net.DialUDP("udp4", local, net.UDPAddrFromAddrPort(s.To))
 		if err != nil {
 			return err
 		}
@@ -309,6 +332,9 @@ func SendUDP(ctx context.Context, ns Namespaces, s UDPStream) (int, error) {
 		}
 		binary.BigEndian.PutUint64(payload[0:], uint64(sent)) // packets, not schedule slots
 		binary.BigEndian.PutUint64(payload[8:], uint64(time.Now().UnixNano()))
+		if s.NDPFlags != 0 {
+			payload[0], payload[1] = tc.NDPMagic, s.NDPFlags
+		}
 		if _, err := conn.Write(payload); err != nil {
 			// ENOBUFS/ECONNREFUSED under overload are the network's business.
 			if errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.ECONNREFUSED) {

@@ -1,0 +1,436 @@
+package delay
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/fabric-emu/fabric/internal/netnsutil"
+)
+
+// A Line is one direction of one link: packets arriving on In (an
+// interface of the wire namespace) are serialised one after another at
+// Rate and leave Delay after their last bit, or are dropped with
+// probability Loss.
+//
+// The serialisation is here because the sending port's shaper (HTB) lets
+// a packet go when its turn starts, not when its last bit would have left,
+// and an idle port passes a burst at once: without it a lone 1500-byte
+// packet would cross a 10 Mbit/s link 1.2 ms sooner than the link allows,
+// and the packet after it 1.05 ms sooner.
+type Line struct {
+	Name  string // e.g. "h0:eth0>s0:eth1", for reports
+	In    string
+	Delay time.Duration
+	Loss  float64
+	Rate  float64 // bit/s; 0: no serialisation
+}
+
+// frameBytes is what a packet of ipLen bytes occupies at the shaper: the
+// IP packet and its Ethernet header, as HTB counts it.
+func frameBytes(ipLen int) int { return ipLen + 14 }
+
+// MaxQueued bounds the packets one line holds (the kernel's queue
+// length): 65536 frames is more than 100 ms of a 1 Gbit/s link, far past
+// any delay a lab needs. A packet beyond it is dropped by the kernel and
+// counted as an unrequested drop.
+const MaxQueued = 65536
+
+// Wire runs a lab's delay lines: one event loop, on a thread of its own,
+// for every line. Packets stay in the kernel (NFQUEUE, 4 bytes copied); the
+// loop learns each one's id, length and arrival time, and releases them in order with
+// batched verdicts once their delay has passed.
+type Wire struct {
+	netns string
+	lines []Line
+	q     *nfq
+	tsFD  int // a socket that keeps the kernel timestamping arrivals
+	state []lineState
+
+	// early is how far ahead of its time a packet may leave with others
+	// that are due: waking a thread costs this virtual machine tens of
+	// microseconds (a timer write and a context switch, both traps), so
+	// releases within this window share one wake-up. It is at most 2.5 %
+	// of the shortest delay and 25 µs.
+	early int64
+
+	stop     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+	tid      atomic.Int32 // the loop's thread, for its CPU time
+	margin   atomic.Int64 // how early it wakes before a release, ns
+
+	mu   sync.Mutex // guards hist and err
+	hist histogram
+	err  error
+}
+
+// lineState is what the loop keeps per line.
+type lineState struct {
+	fifo    []pending // packets held, in arrival order
+	rng     *rand.Rand
+	lastDue int64
+	// wireFree is when the line's wire is free again: the last bit of
+	// the packet before has left the sender.
+	wireFree int64
+	packets  atomic.Uint64
+	lost     atomic.Uint64 // dropped because Loss asked
+}
+
+type pending struct {
+	id  uint32
+	due int64 // ns, CLOCK_REALTIME
+}
+
+// Start binds a queue per line in the wire namespace at netnsPath, sends
+// each line's interface to its queue, and starts the loop. Stop ends it.
+func Start(netnsPath string, lines []Line, seed uint64) (*Wire, error) {
+	if len(lines) > 65535 {
+		return nil, fmt.Errorf("delay: %d lines, at most 65535", len(lines))
+	}
+	w := &Wire{netns: netnsPath, lines: lines, state: make([]lineState, len(lines)),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	for i := range w.state {
+		w.state[i].rng = rand.New(rand.NewPCG(seed, uint64(i)))
+	}
+	shortest := 25 * time.Microsecond * 40
+	for _, l := range lines {
+		shortest = min(shortest, l.Delay)
+	}
+	w.early = int64(shortest / 40)
+	if err := netnsutil.Do(netnsPath, w.setup); err != nil {
+		w.closeFDs()
+		return nil, fmt.Errorf("delay lines in %s: %w", netnsPath, err)
+	}
+	extraP(+1)
+	go w.loop()
+	return w, nil
+}
+
+// extraPs counts the running loops, each holding a P of its own.
+var (
+	extraMu  sync.Mutex
+	extraPs  int
+	baseProc int
+)
+
+// extraP raises (or, with -1, lowers) GOMAXPROCS by one for a loop that
+// holds its P for good.
+func extraP(delta int) {
+	extraMu.Lock()
+	defer extraMu.Unlock()
+	if extraPs == 0 {
+		baseProc = runtime.GOMAXPROCS(0)
+	}
+	extraPs += delta
+	runtime.GOMAXPROCS(baseProc + extraPs)
+}
+
+// setup runs inside the wire namespace.
+func (w *Wire) setup() error {
+	var err error
+	if w.q, err = openNFQ(); err != nil {
+		return err
+	}
+	for i := range w.lines {
+		if err := w.q.bind(uint16(i), MaxQueued); err != nil {
+			return err
+		}
+	}
+	// The kernel stamps arriving packets only while some socket asks for
+	// timestamps; this one does, for as long as the lines run.
+	if w.tsFD, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0); err != nil {
+		return err
+	}
+	if err := unix.SetsockoptInt(w.tsFD, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
+		return err
+	}
+	return queueRules(w.lines)
+}
+
+func (w *Wire) closeFDs() {
+	if w.q != nil {
+		w.q.close()
+	}
+	if w.tsFD > 0 {
+		unix.Close(w.tsFD)
+	}
+}
+
+// Stop ends the loop; packets still held are dropped with the queues.
+func (w *Wire) Stop() error {
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
+	}
+	<-w.done
+	w.closeFDs()
+	w.stopOnce.Do(func() { extraP(-1) })
+	return w.Err()
+}
+
+// Err is why the loop stopped early, or nil.
+func (w *Wire) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+func (w *Wire) fail(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = err
+	}
+}
+
+// loop runs on a locked thread with 1 ns timer slack, and makes its system
+// calls raw: it never gives its P (the Go scheduler's right to run Go
+// code) back to the runtime. Through ordinary system calls, a sleep longer
+// than 20 µs let the runtime hand the P to another goroutine, and the
+// loop, woken on time, then waited for a P of its own: a trial's captures
+// and monitor kept both of a 2-core machine's busy, and hull/table1's
+// delay lines released 90–140 µs late at the 99th percentile. Start
+// raises GOMAXPROCS by one for as long as the loop runs, so the rest of
+// the process keeps its share. It keeps the normal
+// scheduling class: at real-time priority its spinning would starve the
+// softirqs that forward the very packets it releases. The kernel timestamps each packet as it arrives, so the
+// loop need not read arrivals at once: while it holds packets it sleeps
+// until shortly before the next release, then reads every arrival in
+// batches and releases every packet that is due, with one batched verdict
+// per line. With nothing held it waits for the socket.
+//
+// "Shortly before": a timed sleep on this project's virtual machines wakes
+// 40–100 µs late (an absolute 10 µs clock_nanosleep took 89 µs on average,
+// measured 2026-11-24), so the loop asks to wake that much early (the loop
+// measures it as it starts) and spins the last few microseconds, reading
+// arrivals as it goes. Stats reports the lateness that remains, and trials
+// flag it.
+func (w *Wire) loop() {
+	defer close(w.done)
+	runtime.LockOSThread() // never unlocked: the thread exits with the loop
+	w.tid.Store(int32(unix.Gettid()))
+	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	if LoopCPU >= 0 { // see RPSMask
+		var set unix.CPUSet
+		set.Set(LoopCPU)
+		unix.SchedSetaffinity(0, &set)
+	}
+	margin := wakeMargin()
+	w.margin.Store(int64(margin))
+	fds := []unix.PollFd{{Fd: int32(w.q.fd), Events: unix.POLLIN}}
+	idle := unix.NsecToTimespec(int64(50 * time.Millisecond)) // wake to notice Stop
+	for {
+		select {
+		case <-w.stop:
+			return
+		default:
+		}
+		if err := w.wait(fds, &idle, int64(margin)); err != nil {
+			w.fail(err)
+			return
+		}
+		if err := w.q.receive(w.arrive); err != nil {
+			w.fail(fmt.Errorf("delay: receive: %w", err))
+			return
+		}
+		w.release(time.Now().UnixNano())
+		if err := w.q.flush(); err != nil {
+			w.fail(err)
+			return
+		}
+	}
+}
+
+// wait blocks until something is due: on the socket when nothing is held,
+// else asleep until margin before the next release, then spinning at most
+// spinMax to it; a release further away than that after the sleep waits
+// for the next wake-up instead, so the spinning (its CPU) stays bounded
+// whatever the packet rate.
+func (w *Wire) wait(fds []unix.PollFd, idle *unix.Timespec, margin int64) error {
+	next := w.nextDue()
+	if next == noneDue {
+		_, _, errno := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)),
+			uintptr(unsafe.Pointer(idle)), 0, 0, 0)
+		if errno != 0 && errno != unix.EINTR {
+			return fmt.Errorf("delay: wait: %w", errno)
+		}
+		return nil
+	}
+	next -= w.early
+	now := time.Now().UnixNano()
+	if next-now > spinMax {
+		ts := unix.NsecToTimespec(min(next-margin, now+w.pollEvery()))
+		_, _, errno := unix.RawSyscall6(unix.SYS_CLOCK_NANOSLEEP, unix.CLOCK_REALTIME, unix.TIMER_ABSTIME,
+			uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+		if errno != 0 && errno != unix.EINTR {
+			return fmt.Errorf("delay: wait: %w", errno)
+		}
+		now = time.Now().UnixNano()
+	}
+	if next = w.nextDue() - w.early; next-now <= spinMax {
+		for now < next {
+			if err := w.q.receive(w.arrive); err != nil {
+				return fmt.Errorf("delay: receive: %w", err)
+			}
+			now = time.Now().UnixNano()
+		}
+	}
+	return nil
+}
+
+// spinMax bounds the spinning before a release: with it the loop costs at
+// most this much CPU per release however late its timer wakes it.
+const spinMax = int64(20 * time.Microsecond)
+
+// wakeMargin measures how late this machine's timed sleeps wake (the median
+// of 40 sleeps of 50 µs), within [0, 500 µs]: the loop sleeps that much
+// less, so that it wakes on time as often as late.
+func wakeMargin() time.Duration {
+	var over []time.Duration
+	for range 40 {
+		at := time.Now().Add(50 * time.Microsecond)
+		ts := unix.NsecToTimespec(at.UnixNano())
+		unix.ClockNanosleep(unix.CLOCK_REALTIME, unix.TIMER_ABSTIME, &ts, nil)
+		over = append(over, time.Since(at))
+	}
+	slices.Sort(over)
+	return min(max(over[len(over)/2], 0), 500*time.Microsecond)
+}
+
+// Margin is how early the loop wakes before a release (measured at start).
+func (w *Wire) Margin() time.Duration { return time.Duration(w.margin.Load()) }
+
+// LoopCPU is the CPU the loop runs on (-1: any, on a one-CPU machine).
+// Releasing a packet makes the kernel carry it on from the releasing
+// system call, through the next hops and the receiver's stack, unless the
+// receiving interface steers it to another CPU: RPSMask is the mask that
+// does, so that the loop's time goes to releasing, not to what follows.
+var LoopCPU = func() int {
+	if runtime.NumCPU() < 2 {
+		return -1
+	}
+	return 0
+}()
+
+// RPSMask is the rps_cpus mask (hex) for interfaces that receive released
+// packets: every CPU but LoopCPU ("" on a one-CPU machine).
+func RPSMask() string {
+	if LoopCPU < 0 {
+		return ""
+	}
+	var mask uint64
+	for c := range min(runtime.NumCPU(), 64) {
+		if c != LoopCPU {
+			mask |= 1 << c
+		}
+	}
+	return strconv.FormatUint(mask, 16)
+}
+
+// noneDue is nextDue's answer when nothing is held.
+const noneDue = int64(1<<63 - 1)
+
+// pollEvery is how long the loop may leave arrivals unread while it holds
+// packets: half the shortest delay, and at least 20 µs (a loss-only line,
+// whose delay is zero, then delays by at most that much while other lines
+// hold packets).
+func (w *Wire) pollEvery() int64 {
+	shortest := time.Second
+	for _, l := range w.lines {
+		shortest = min(shortest, l.Delay)
+	}
+	return int64(max(shortest/2, 20*time.Microsecond))
+}
+
+// arrive takes one queued packet: dropped at once if the line's loss says
+// so, else held until its arrival time plus the line's delay. A constant
+// delay keeps arrival order; lastDue keeps it even if timestamps stutter.
+func (w *Wire) arrive(p packet) {
+	if int(p.queue) >= len(w.state) {
+		return
+	}
+	ls, l := &w.state[p.queue], w.lines[p.queue]
+	ls.packets.Add(1)
+	if l.Loss > 0 && ls.rng.Float64() < l.Loss {
+		ls.lost.Add(1)
+		w.q.verdict(p.queue, p.id, nfDrop, false)
+		return
+	}
+	at := p.tsNS
+	if at == 0 {
+		at = time.Now().UnixNano()
+	}
+	sent := at // when its last bit has left
+	if l.Rate > 0 && p.len > 0 {
+		// The wire carries one packet at a time: a packet the shaper let
+		// go early (HTB's burst) waits for the one before it.
+		sent = max(at, ls.wireFree) + int64(float64(frameBytes(p.len))*8/l.Rate*1e9)
+		ls.wireFree = sent
+	}
+	due := max(sent+int64(l.Delay), ls.lastDue)
+	ls.lastDue = due
+	ls.fifo = append(ls.fifo, pending{id: p.id, due: due})
+}
+
+// release lets every packet whose time has come go, one batched verdict
+// per line, and counts how late each one was.
+func (w *Wire) release(now int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := range w.state {
+		ls := &w.state[i]
+		n := 0
+		for n < len(ls.fifo) && ls.fifo[n].due <= now+w.early {
+			w.hist.add(time.Duration(now - ls.fifo[n].due))
+			n++
+		}
+		if n == 0 {
+			continue
+		}
+		w.q.verdict(uint16(i), ls.fifo[n-1].id, nfAccept, true)
+		ls.fifo = ls.fifo[n:]
+		if len(ls.fifo) == 0 {
+			ls.fifo = ls.fifo[:0:0] // let the backing array go
+		}
+	}
+}
+
+// LoopCPU is the CPU time the loop's thread has used (user and system),
+// from /proc: what the delay lines cost this machine.
+func (w *Wire) LoopCPU() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", w.tid.Load()))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("delay: short /proc stat")
+	}
+	ut, _ := strconv.ParseUint(f[11], 10, 64)            // field 14, utime
+	st, _ := strconv.ParseUint(f[12], 10, 64)            // field 15, stime
+	return time.Duration(ut+st) * time.Second / 100, nil // USER_HZ = 100 on Linux
+}
+
+// nextDue is the earliest release time held, or noneDue.
+func (w *Wire) nextDue() int64 {
+	next := noneDue
+	for i := range w.state {
+		if f := w.state[i].fifo; len(f) > 0 {
+			next = min(next, f[0].due)
+		}
+	}
+	return next
+}
