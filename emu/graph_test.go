@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func mustResolve(t *testing.T, src string) *Graph {
@@ -42,7 +43,7 @@ func TestFatTreeCountsAndAddressing(t *testing.T) {
 			}
 			for _, n := range g.Nodes {
 				wantIfs := k
-				if n.Kind == Host {
+				if n.Kind == HostNode {
 					wantIfs = 1
 				}
 				if len(n.Ifaces) != wantIfs {
@@ -212,6 +213,60 @@ func TestExamplesParse(t *testing.T) {
 	for _, f := range files {
 		if _, err := Load(f); err != nil {
 			t.Errorf("%v", err)
+		}
+	}
+}
+
+func TestLinkDelayAndLossLayers(t *testing.T) {
+	src := `name: wires
+topology:
+  kind: custom
+  nodes: {h1: {kind: host}, h2: {kind: host}, s1: {kind: switch}, s2: {kind: switch}}
+  links:
+    - {endpoints: [h1:eth0, s1:eth1]}
+    - {endpoints: [h2:eth0, s2:eth1], delay: {up: 3ms}, loss: {down: 0.5}}
+    - {endpoints: [s1:eth2, s2:eth2]}
+links:
+  delay: 1ms
+  loss: 0.01
+  fabric: {delay: {up: 2ms, down: 250us}}
+`
+	s, err := Parse("wires.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire := func(node, ifname string) Wire { return g.Node(node).Iface(ifname).Wire() }
+	for _, c := range []struct {
+		node, ifname string
+		want         Wire
+	}{
+		{"h1", "eth0", Wire{time.Millisecond, 0.01}},       // defaults, up
+		{"s1", "eth1", Wire{time.Millisecond, 0.01}},       // defaults, down
+		{"h2", "eth0", Wire{3 * time.Millisecond, 0.01}},   // own up, default loss up
+		{"s2", "eth1", Wire{time.Millisecond, 0.5}},        // own delay is up only: down keeps the default; own loss down
+		{"s1", "eth2", Wire{2 * time.Millisecond, 0.01}},   // fabric class, up
+		{"s2", "eth2", Wire{250 * time.Microsecond, 0.01}}, // fabric class, down
+	} {
+		if got := wire(c.node, c.ifname); got != c.want {
+			t.Errorf("%s:%s wire = %+v, want %+v", c.node, c.ifname, got, c.want)
+		}
+	}
+	if !g.HasWires() {
+		t.Error("HasWires = false")
+	}
+	for _, bad := range []struct{ yaml, want string }{
+		{"links: {delay: -1ms}", "cannot be negative"},
+		{"links: {delay: 5}", "has no unit"},
+		{"links: {loss: 1}", "probability in [0, 1)"},
+		{"links: {delay: {sideways: 1ms}}", "unknown direction"},
+	} {
+		_, err := Parse("bad.yaml", []byte("name: bad\ntopology: {kind: star, hosts: 2}\n"+bad.yaml+"\n"))
+		if err == nil || !strings.Contains(err.Error(), bad.want) || !strings.Contains(err.Error(), "bad.yaml:3") {
+			t.Errorf("%s: error %v, want bad.yaml:3 and %q", bad.yaml, err, bad.want)
 		}
 	}
 }

@@ -14,12 +14,13 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"fabric/internal/testenv"
-	"fabric/tc"
+	"github.com/fabric-emu/fabric/internal/netnsutil"
+	"github.com/fabric-emu/fabric/internal/testenv"
+	"github.com/fabric-emu/fabric/tc"
 )
 
 // upForTest builds a lab from YAML and removes it when the test ends.
-func upForTest(t *testing.T, src string) *Lab {
+func upForTest(t testing.TB, src string) *Lab {
 	t.Helper()
 	testenv.RequireRoot(t)
 	s, err := Parse(t.Name()+".yaml", []byte(src))
@@ -43,9 +44,9 @@ func upForTest(t *testing.T, src string) *Lab {
 // assertNothingLeft checks that no namespace, state or pinned BPF
 // directory of lab remains, and that the root namespace has no links it
 // did not have before the tests started.
-func assertNothingLeft(t *testing.T, lab string) {
+func assertNothingLeft(t testing.TB, lab string) {
 	t.Helper()
-	if ns, _ := labNetNS(lab); len(ns) > 0 {
+	if ns, _ := netnsutil.LabPaths(lab); len(ns) > 0 {
 		t.Errorf("lab %s left namespaces: %v", lab, ns)
 	}
 	for _, p := range []string{LabDir(lab), filepath.Join(tc.BPFRoot, lab)} {
@@ -229,7 +230,7 @@ func TestFailedUpRollsBack(t *testing.T) {
 func TestCrashRecovery(t *testing.T) {
 	testenv.RequireRoot(t)
 	bin := filepath.Join(t.TempDir(), "fabric")
-	build := exec.Command("go", "build", "-o", bin, "fabric/cmd/fabric")
+	build := exec.Command("go", "build", "-o", bin, "github.com/fabric-emu/fabric/cmd/fabric")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
@@ -243,7 +244,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		ns, _ := labNetNS(lab)
+		ns, _ := netnsutil.LabPaths(lab)
 		if len(ns) >= 40 || time.Now().After(deadline) {
 			break
 		}
@@ -251,7 +252,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	up.Process.Signal(syscall.SIGKILL)
 	up.Wait()
-	ns, _ := labNetNS(lab)
+	ns, _ := netnsutil.LabPaths(lab)
 	t.Logf("killed up with %d namespaces made", len(ns))
 	if len(ns) == 0 {
 		t.Fatal("up made no namespaces before it was killed")
@@ -289,4 +290,28 @@ func TestLabCongestionControl(t *testing.T) {
 	if !strings.Contains(string(before), "dctcp") && strings.Contains(string(after), "dctcp") {
 		t.Fatalf("dctcp still registered after down: %s", after)
 	}
+}
+
+// hosts.rto_min and hosts.quickack reach the hosts' default routes, the
+// rto_min locked (the kernel ignores an unlocked one).
+func TestHostRouteTimers(t *testing.T) {
+	lab := upForTest(t, "name: t11timers\ntopology: {kind: star, hosts: 2}\nhosts: {rto_min: 10ms, quickack: true}\n")
+	var routes []netlink.Route
+	err := lab.Host("h0").Do(func() error {
+		var err error
+		routes, err = netlink.RouteList(nil, netlink.FAMILY_V4)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range routes {
+		if r.Dst == nil || r.Dst.IP.IsUnspecified() {
+			if r.RtoMin != 10 || !r.RtoMinLock || r.QuickACK != 1 {
+				t.Fatalf("default route %+v: want rto_min lock 10ms and quickack 1", r)
+			}
+			return
+		}
+	}
+	t.Fatalf("no default route among %v", routes)
 }

@@ -10,8 +10,9 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"fabric/internal/units"
-	"fabric/tc/pacer"
+	"github.com/fabric-emu/fabric/internal/netnsutil"
+	"github.com/fabric-emu/fabric/internal/units"
+	"github.com/fabric-emu/fabric/tc/pacer"
 )
 
 const pacedLab = `name: %s
@@ -71,11 +72,11 @@ func TestLabPacers(t *testing.T) {
 	if c := ps["h1"].Config(); c.Eta != 0.25 || c.Beta != 100 {
 		t.Errorf("h1 pacer runs with %+v, want eta 0.25 beta 100", c)
 	}
-	h, err := ReadPacerHolder(lab.Name)
+	h, err := ReadHolder(lab.Name)
 	if err != nil || h == nil {
 		t.Fatalf("pacer holder: %v %v", h, err)
 	}
-	if h.PID != os.Getpid() || h.Agent || !h.Alive() || !slices.Equal(h.Hosts, []string{"h0", "h1"}) {
+	if h.PID != os.Getpid() || h.Agent || !h.Alive() || !slices.Equal(h.Pacers, []string{"h0", "h1"}) {
 		t.Errorf("holder %+v, want this process (not an agent) with h0,h1", h)
 	}
 	// The bucket hangs under the NIC's port class and is guaranteed only
@@ -83,7 +84,7 @@ func TestLabPacers(t *testing.T) {
 	// parent has left), so paced and unpaced traffic share the line rate;
 	// h2 has none.
 	for _, host := range []string{"h0", "h1", "h2"} {
-		b, ok, err := pacer.ReadBucket(NetNSPath(lab.Name, host), "eth0")
+		b, ok, err := pacer.ReadBucket(netnsutil.Path(lab.Name, host), "eth0")
 		switch {
 		case err != nil:
 			t.Fatal(err)

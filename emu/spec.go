@@ -7,26 +7,31 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
-	"fabric/internal/units"
-	"fabric/internal/yamlfile"
-	"fabric/tc"
-	"fabric/tc/pacer"
+	"github.com/fabric-emu/fabric/hosts"
+	"github.com/fabric-emu/fabric/hosts/cc"
+
+	"github.com/fabric-emu/fabric/internal/units"
+	"github.com/fabric-emu/fabric/internal/yamlfile"
+	"github.com/fabric-emu/fabric/tc"
+	"github.com/fabric-emu/fabric/tc/pacer"
 )
 
 // Spec is a lab file as written by the user (see examples/*.yaml and
 // README "Lab files"). Load reads and validates it; Resolve turns it into a
 // Graph of nodes, interfaces, addresses and routes.
 type Spec struct {
-	Name     string       `yaml:"name" json:"name"`
-	Topology TopologySpec `yaml:"topology" json:"topology"`
-	Links    LinksSpec    `yaml:"links,omitempty" json:"links,omitempty"`
-	Ports    tc.PortsSpec `yaml:"ports,omitempty" json:"ports,omitempty"`
-	Hosts    HostsSpec    `yaml:"hosts,omitempty" json:"hosts,omitempty"`
+	Name     string         `yaml:"name" json:"name"`
+	Topology TopologySpec   `yaml:"topology" json:"topology"`
+	Links    LinkClasses    `yaml:"links,omitempty" json:"links,omitempty"`
+	Ports    tc.SwitchPorts `yaml:"ports,omitempty" json:"ports,omitempty"`
+	Hosts    HostsSpec      `yaml:"hosts,omitempty" json:"hosts,omitempty"`
 
 	// File is where the spec was read from ("" for specs built in Go).
-	File string `yaml:"-" json:"file,omitempty"`
-	doc  *yamlfile.Doc
+	File     string `yaml:"-" json:"file,omitempty"`
+	doc      *yamlfile.Doc
+	resolved *resolution // see Resolve
 }
 
 // Topology kinds.
@@ -54,7 +59,7 @@ type TopologySpec struct {
 	Right int `yaml:"right,omitempty" json:"right,omitempty"`
 
 	Nodes map[string]NodeSpec `yaml:"nodes,omitempty" json:"nodes,omitempty"` // custom
-	Links []LinkSpec          `yaml:"links,omitempty" json:"links,omitempty"`
+	Links []CustomLink        `yaml:"links,omitempty" json:"links,omitempty"`
 }
 
 // NodeSpec is one node of a custom topology.
@@ -64,23 +69,28 @@ type NodeSpec struct {
 	Address string `yaml:"address,omitempty" json:"address,omitempty"` // host IPv4, e.g. 10.9.0.2/24 (gateway .1)
 }
 
-// LinkSpec is one link of a custom topology, containerlab style.
-type LinkSpec struct {
+// CustomLink is one link of a custom topology, containerlab style.
+type CustomLink struct {
 	Endpoints []string    `yaml:"endpoints" json:"endpoints"` // ["h1:eth0", "s1:eth1"]
 	Rate      *units.Rate `yaml:"rate,omitempty" json:"rate,omitempty"`
 	MTU       int         `yaml:"mtu,omitempty" json:"mtu,omitempty"`
+	Delay     *Delay      `yaml:"delay,omitempty" json:"delay,omitempty"` // up: endpoints[0] → endpoints[1]
+	Loss      *Loss       `yaml:"loss,omitempty" json:"loss,omitempty"`
 }
 
-// LinkDefaults are rate and MTU for a class of links.
+// LinkDefaults are the settings of a class of links: rate, MTU, offloads,
+// and the wire's delay and loss (see Delay).
 type LinkDefaults struct {
 	Rate     *units.Rate `yaml:"rate,omitempty" json:"rate,omitempty"`
 	MTU      int         `yaml:"mtu,omitempty" json:"mtu,omitempty"`
 	Offloads *bool       `yaml:"offloads,omitempty" json:"offloads,omitempty"` // TSO/GSO/GRO; off unless true
+	Delay    *Delay      `yaml:"delay,omitempty" json:"delay,omitempty"`
+	Loss     *Loss       `yaml:"loss,omitempty" json:"loss,omitempty"`
 }
 
-// LinksSpec holds link defaults, overridable for host links (host to
+// LinkClasses holds link defaults, overridable for host links (host to
 // switch) and fabric links (switch to switch), and then per custom link.
-type LinksSpec struct {
+type LinkClasses struct {
 	LinkDefaults `yaml:",inline"`
 	Host         LinkDefaults `yaml:"host,omitempty" json:"host,omitempty"`
 	Fabric       LinkDefaults `yaml:"fabric,omitempty" json:"fabric,omitempty"`
@@ -88,18 +98,29 @@ type LinksSpec struct {
 
 // HostsSpec sets how hosts run and what their NICs look like.
 type HostsSpec struct {
-	Runtime string            `yaml:"runtime,omitempty" json:"runtime,omitempty"` // netns (default) | docker
-	Image   string            `yaml:"image,omitempty" json:"image,omitempty"`     // docker image
+	Runtime string `yaml:"runtime,omitempty" json:"runtime,omitempty"` // netns (default) | docker
+	Image   string `yaml:"image,omitempty" json:"image,omitempty"`     // docker image
+	// Hold keeps every host's container idle under a fabric sleep instead
+	// of running the image's command (an experiment's transport image, whose
+	// command runs once per trial). Experiments set it; lab files cannot.
+	Hold    bool              `yaml:"-" json:"hold,omitempty"`
 	Sysctls map[string]string `yaml:"sysctls,omitempty" json:"sysctls,omitempty"` // applied in every host namespace
 	// CC is the hosts' default TCP congestion control (cubic, reno, bbr,
 	// dctcp). dctcp comes from the kernel when it has it, otherwise from
 	// fabric's BPF struct_ops, registered for as long as the lab is up.
-	CC  string      `yaml:"cc,omitempty" json:"cc,omitempty"`
-	NIC tc.PortSpec `yaml:"nic,omitempty" json:"nic,omitempty"` // host egress queue
+	CC  string          `yaml:"cc,omitempty" json:"cc,omitempty"`
+	NIC tc.PortSettings `yaml:"nic,omitempty" json:"nic,omitempty"` // host egress queue
 	// Pacer puts HULL's pacer (tc/pacer) on every host's NIC with these
 	// parameters ({} for the defaults). Its rate controller runs in the
 	// process that brought the lab up; `fabric up` leaves one behind.
 	Pacer *PacerSpec `yaml:"pacer,omitempty" json:"pacer,omitempty"`
+	// RTOMin is the hosts' minimum TCP retransmission timeout, set on
+	// their routes (Linux's is 200ms): a timer that the scaling rule
+	// multiplies with every other time (docs/design.md).
+	RTOMin time.Duration `yaml:"rto_min,omitempty" json:"rto_min,omitempty"`
+	// QuickAck turns delayed ACKs off on the hosts' routes: Linux's delayed
+	// ACK timer (40 ms at least) cannot be scaled.
+	QuickAck bool `yaml:"quickack,omitempty" json:"quickack,omitempty"`
 	// Overrides are settings for single hosts, by host name.
 	Overrides map[string]HostOverride `yaml:"overrides,omitempty" json:"overrides,omitempty"`
 }
@@ -162,10 +183,9 @@ func (h HostsSpec) WithoutPacing() HostsSpec {
 
 // Defaults that apply when a lab file does not say.
 const (
-	DefaultRate    = 100 * units.Mbit // what a k=4 fat tree can carry on 2 cores (DESIGN.md)
-	DefaultMTU     = 1500
-	DefaultRuntime = "netns"
-	maxLabName     = 24
+	DefaultRate = 100 * units.Mbit // what a k=4 fat tree can carry on 2 cores (DESIGN.md)
+	DefaultMTU  = 1500
+	maxLabName  = 24
 )
 
 var (
@@ -238,18 +258,19 @@ func (s *Spec) validate() error {
 	if err := yamlfile.In("links", s.Links.validate()); err != nil {
 		return err
 	}
-	if s.Hosts.Runtime != "" && s.Hosts.Runtime != DefaultRuntime {
-		if _, err := Runtime(s.Hosts.Runtime); err != nil {
+	if !hosts.IsNetNS(s.Hosts.Runtime) {
+		if _, err := hosts.Lookup(s.Hosts.Runtime); err != nil {
 			return yamlfile.Field("hosts.runtime", "%v", err)
 		}
 	}
-	if s.Hosts.Runtime == DefaultRuntime && s.Hosts.Image != "" {
+	if hosts.IsNetNS(s.Hosts.Runtime) && s.Hosts.Image != "" {
 		return yamlfile.Field("hosts.image", "is only used with runtime: docker")
 	}
-	switch s.Hosts.CC {
-	case "", "cubic", "reno", "bbr", "dctcp":
-	default:
-		return yamlfile.Field("hosts.cc", "unknown congestion control %q: want cubic, reno, bbr or dctcp", s.Hosts.CC)
+	if s.Hosts.CC != "" && !cc.Known(s.Hosts.CC) {
+		return yamlfile.Field("hosts.cc", "unknown congestion control %q: want one of %s", s.Hosts.CC, strings.Join(cc.Names, ", "))
+	}
+	if r := s.Hosts.RTOMin; r != 0 && (r < time.Millisecond || r%time.Millisecond != 0) {
+		return yamlfile.Field("hosts.rto_min", "want whole milliseconds, at least 1ms (the route metric's unit), got %v", r)
 	}
 	for _, k := range sortedKeys(s.Hosts.Sysctls) {
 		if !validSysctl(k) {
@@ -275,7 +296,7 @@ func (s *Spec) validate() error {
 // host's merged pacer against its link rate.
 func (s *Spec) validateHosts(g *Graph) error {
 	for _, name := range sortedKeys(s.Hosts.Overrides) {
-		if n := g.Node(name); n == nil || n.Kind != Host {
+		if n := g.Node(name); n == nil || n.Kind != HostNode {
 			return yamlfile.Field("hosts.overrides."+name, "no host %q in this topology", name)
 		}
 	}
@@ -299,7 +320,7 @@ func (s *Spec) validateHosts(g *Graph) error {
 	return nil
 }
 
-func (l LinksSpec) validate() error {
+func (l LinkClasses) validate() error {
 	for path, d := range map[string]LinkDefaults{"": l.LinkDefaults, "host": l.Host, "fabric": l.Fabric} {
 		if d.MTU != 0 && (d.MTU < 576 || d.MTU > 65535) {
 			p := "mtu"
@@ -335,36 +356,13 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// NetNSName is the namespace name of node in lab. Lab names have no dots,
-// so the prefix "fab.<lab>." identifies a lab's namespaces exactly.
-func NetNSName(lab, node string) string { return nsPrefix + lab + "." + node }
-
-// NetNSPath is where NetNSName is bind-mounted.
-func NetNSPath(lab, node string) string { return netnsDir + "/" + NetNSName(lab, node) }
-
-const (
-	nsPrefix = "fab."
-	netnsDir = "/run/netns"
-)
-
-// labOfNetNS returns the lab a namespace name belongs to.
-func labOfNetNS(name string) (string, bool) {
-	if !strings.HasPrefix(name, nsPrefix) {
-		return "", false
+// RuntimeName is the hosts' runtime, RuntimeNetNS when the file leaves it
+// unset.
+func (h HostsSpec) RuntimeName() string {
+	if hosts.IsNetNS(h.Runtime) {
+		return hosts.RuntimeNetNS
 	}
-	rest := name[len(nsPrefix):]
-	i := strings.IndexByte(rest, '.')
-	if i <= 0 {
-		return "", false
-	}
-	return rest[:i], true
-}
-
-func (s *Spec) runtime() string {
-	if s.Hosts.Runtime == "" {
-		return DefaultRuntime
-	}
-	return s.Hosts.Runtime
+	return h.Runtime
 }
 
 // String summarises the topology ("fattree k=4").
@@ -379,3 +377,9 @@ func (t TopologySpec) String() string {
 	}
 	return t.Kind
 }
+
+// FileError is what Load and Parse return for a bad lab file: the file,
+// the line (0 when unknown), the field's dotted path and the problem.
+// Match it with errors.As. Experiment files return the same type
+// (experiments.FileError).
+type FileError = yamlfile.Error

@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"fabric/internal/dirs"
+	"github.com/fabric-emu/fabric/hosts"
+
+	"github.com/fabric-emu/fabric/internal/dirs"
 )
 
 // StateDir holds one directory per lab with its state file. It lives on
@@ -19,12 +21,12 @@ var StateDir = "/run/fabric"
 // State is what `fabric up` records, so that `fabric down` and every other
 // command can find the lab again without the lab file.
 type State struct {
-	Lab     string    `json:"lab"`
-	Phase   string    `json:"phase"` // "building" until Up returns, then "up"
-	PID     int       `json:"pid"`   // the process that ran Up
-	Created time.Time `json:"created"`
-	Spec    *Spec     `json:"spec"`
-	Hosts   []HostRef `json:"hosts,omitempty"` // hosts made by a non-netns runtime
+	Lab     string      `json:"lab"`
+	Phase   string      `json:"phase"` // "building" until Up returns, then "up"
+	PID     int         `json:"pid"`   // the process that ran Up
+	Created time.Time   `json:"created"`
+	Spec    *Spec       `json:"spec"`
+	Hosts   []hosts.Ref `json:"hosts,omitempty"` // hosts made by a non-netns runtime
 }
 
 const (
