@@ -3,6 +3,7 @@ package hosts
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,13 +15,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fabric-emu/fabric/internal/netnsutil"
+
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
-
-	"fabric/emu"
 )
 
 // Labels put on every container, so that `fabric down` finds them again
@@ -54,7 +55,7 @@ const DefaultImage = "fabric-endpoint:latest"
 const DefaultExitGrace = 100 * time.Millisecond
 
 func init() {
-	emu.RegisterRuntime("docker", defaultDocker)
+	Register(RuntimeDocker, defaultDocker)
 }
 
 // defaultDocker is the registered runtime; Start uses its client for
@@ -73,8 +74,9 @@ type Docker struct {
 	// ExitGrace overrides DefaultExitGrace.
 	ExitGrace time.Duration
 
-	mu  sync.Mutex
-	cli *client.Client
+	mu      sync.Mutex
+	buildMu sync.Mutex // one EnsureImage build at a time
+	cli     *client.Client
 	// pinged is set once a ping negotiated the API version (the daemon here
 	// speaks 1.41 while the client would start at its own maximum).
 	pinged bool
@@ -119,11 +121,11 @@ func (d *Docker) APIVersion(ctx context.Context) (string, error) {
 
 // ContainerName is the container of a docker host: fab.<lab>.<node>, the
 // same name as its namespace under /run/netns.
-func ContainerName(ref emu.HostRef) string { return "fab." + ref.Lab + "." + ref.Node }
+func ContainerName(ref Ref) string { return netnsutil.Name(ref.Lab, ref.Node) }
 
 // containerOf is the handle to address the container by: the recorded id
 // if there is one, otherwise the deterministic name.
-func containerOf(ref emu.HostRef) string {
+func containerOf(ref Ref) string {
 	if ref.Handle != "" {
 		return ref.Handle
 	}
@@ -131,15 +133,16 @@ func containerOf(ref emu.HostRef) string {
 }
 
 // hostError names the host in every error, as `fabric up` prints it.
-func hostError(ref emu.HostRef, err error) error {
+func hostError(ref Ref, err error) error {
 	return fmt.Errorf("host %s of lab %s: %w", ref.Node, ref.Lab, err)
 }
 
 // Create starts the host's container and mounts its network namespace at
 // ref.NetNS. On any failure it undoes what it did, so nothing is left
 // half-attached, and it never touches a namespace file or container that
-// existed before it was called.
-func (d *Docker) Create(ctx context.Context, ref emu.HostRef) (err error) {
+// existed before it was called. The default image is built first when the
+// daemon lacks it (EnsureImage); any other image must exist.
+func (d *Docker) Create(ctx context.Context, ref Ref) (err error) {
 	if ref.NetNS == "" {
 		return hostError(ref, errors.New("no namespace path to mount the container's namespace at"))
 	}
@@ -147,12 +150,6 @@ func (d *Docker) Create(ctx context.Context, ref emu.HostRef) (err error) {
 	if err != nil {
 		return hostError(ref, err)
 	}
-	image := ref.Image
-	if image == "" {
-		image = DefaultImage
-	}
-	name := ContainerName(ref)
-
 	var undo []func() error
 	defer func() {
 		if err == nil {
@@ -165,7 +162,12 @@ func (d *Docker) Create(ctx context.Context, ref emu.HostRef) (err error) {
 		}
 		err = hostError(ref, err)
 	}()
-
+	image := cmp.Or(ref.Image, DefaultImage)
+	if image == DefaultImage {
+		if err := d.EnsureImage(ctx); err != nil {
+			return err
+		}
+	}
 	// The empty file the namespace gets bind-mounted on; O_EXCL so that a
 	// namespace someone else owns is never mounted over or deleted.
 	if err := os.MkdirAll(filepath.Dir(ref.NetNS), 0o755); err != nil {
@@ -177,7 +179,17 @@ func (d *Docker) Create(ctx context.Context, ref emu.HostRef) (err error) {
 	}
 	f.Close()
 	undo = append(undo, func() error { return removeNetNSFile(ref.NetNS) })
+	id, err := d.createContainer(ctx, cli, ref, image)
+	if err != nil {
+		return err
+	}
+	undo = append(undo, func() error { return removeContainer(context.WithoutCancel(ctx), cli, id) })
+	return d.startAndAttach(ctx, cli, ref, id)
+}
 
+// createContainer creates (not starts) the host's container.
+func (d *Docker) createContainer(ctx context.Context, cli *client.Client, ref Ref, image string) (string, error) {
+	name := ContainerName(ref)
 	cfg := &container.Config{
 		Image:    image,
 		Hostname: ref.Node,
@@ -201,35 +213,53 @@ func (d *Docker) Create(ctx context.Context, ref emu.HostRef) (err error) {
 		// under the run directory mean the same file in both runtimes.
 		dir, err := filepath.Abs(ref.RunDir)
 		if err != nil {
-			return err
+			return "", err
 		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
+			return "", err
 		}
 		hostCfg.Binds = []string{dir + ":" + dir}
 	}
-	created, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Name: name, Config: cfg, HostConfig: hostCfg,
-	})
+	if ref.Hold {
+		// fabric's static binary, mounted read-only, keeps the container
+		// up (`fabric sleep`) whatever the image holds, FROM scratch too.
+		bin, err := FabricBinary()
+		if err != nil {
+			return "", err
+		}
+		if err := checkStatic(bin); err != nil {
+			return "", err
+		}
+		hostCfg.Binds = append(hostCfg.Binds, bin+":"+heldFabric+":ro")
+		cfg.Entrypoint, cfg.Cmd = []string{heldFabric}, []string{"sleep"}
+		cfg.Labels[LabelImage] = ImageKindEndpoint // it prints SleepReady
+	}
+	created, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: hostCfg})
 	switch {
 	case cerrdefs.IsNotFound(err):
-		return fmt.Errorf("image %q not found (no registry is reachable; build it with `fabric image build` or `make image`)", image)
+		return "", fmt.Errorf("image %q not found (no registry is reachable: build your image locally; fabric builds only its own, %s)", image, DefaultImage)
 	case cerrdefs.IsConflict(err):
-		return fmt.Errorf("container %s already exists (left over from an earlier lab? `fabric down %s` removes it)", name, ref.Lab)
+		return "", fmt.Errorf("container %s already exists (left over from an earlier lab? `fabric down %s` removes it)", name, ref.Lab)
 	case err != nil:
-		return fmt.Errorf("create container %s: %w", name, err)
+		return "", fmt.Errorf("create container %s: %w", name, err)
 	}
-	id := created.ID
-	undo = append(undo, func() error { return removeContainer(context.WithoutCancel(ctx), cli, id) })
+	return created.ID, nil
+}
 
+// startAndAttach starts the container, bind-mounts its network namespace
+// at ref.NetNS and waits for it to settle: an endpoint image says when its
+// command is up (it prints SleepReady), so an early exit is caught for
+// certain; for any other image, watching for ExitGrace is the best there
+// is.
+func (d *Docker) startAndAttach(ctx context.Context, cli *client.Client, ref Ref, id string) error {
+	name := ContainerName(ref)
 	// Subscribe to the exit before starting, so that an exit in the gap
 	// between start and inspect is not missed.
 	waitCtx, stopWait := context.WithCancel(ctx)
 	defer stopWait()
 	exited := cli.ContainerWait(waitCtx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
-
 	if _, err := cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
-		return fmt.Errorf("start container %s (image %s): %w", name, image, err)
+		return fmt.Errorf("start container %s: %w", name, err)
 	}
 	inspected, err := cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
@@ -249,23 +279,14 @@ func (d *Docker) Create(ctx context.Context, ref emu.HostRef) (err error) {
 	if state == nil || !state.Running || state.Pid == 0 {
 		return d.exitedEarly(ctx, cli, name, id, exitCode())
 	}
-
 	if err := unix.Mount(fmt.Sprintf("/proc/%d/ns/net", state.Pid), ref.NetNS, "", unix.MS_BIND, ""); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			// The process went away between inspect and mount.
+		if errors.Is(err, unix.ENOENT) { // the process went away between inspect and mount
 			return d.exitedEarly(ctx, cli, name, id, exitCode())
 		}
 		return fmt.Errorf("bind-mount namespace of container %s (pid %d) at %s: %w", name, state.Pid, ref.NetNS, err)
 	}
 	// removeNetNSFile (already queued) unmounts before it deletes.
-
-	// Settle: an endpoint image says when its command is up (it prints
-	// SleepReady), so an early exit is caught for certain; for any other
-	// image, watching for ExitGrace is the best there is.
-	settle := d.ExitGrace
-	if settle == 0 {
-		settle = DefaultExitGrace
-	}
+	settle := cmp.Or(d.ExitGrace, DefaultExitGrace)
 	var ready <-chan struct{}
 	if inspected.Container.Config != nil && inspected.Container.Config.Labels[LabelImage] == ImageKindEndpoint {
 		if ready, err = awaitReadyLine(waitCtx, cli, id); err != nil {
@@ -278,10 +299,7 @@ func (d *Docker) Create(ctx context.Context, ref emu.HostRef) (err error) {
 	case w := <-exited.Result:
 		return d.exitedEarly(ctx, cli, name, id, int(w.StatusCode))
 	case err := <-exited.Error:
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("watch container %s: %w", name, err)
+		return cmp.Or(ctx.Err(), fmt.Errorf("watch container %s: %w", name, err))
 	case <-time.After(settle):
 		if ready != nil {
 			return fmt.Errorf("container %s did not report ready within %s", name, settle)
@@ -290,6 +308,35 @@ func (d *Docker) Create(ctx context.Context, ref emu.HostRef) (err error) {
 		return ctx.Err()
 	}
 	return nil
+}
+
+// heldFabric is where a held container (Ref.Hold) has fabric's binary.
+const heldFabric = "/.fabric/fabric"
+
+// ImageCommand is the command an image runs (its entrypoint and cmd), for
+// starting a held container's own program with StartCommand.
+func (d *Docker) ImageCommand(ctx context.Context, image string) ([]string, error) {
+	cli, err := d.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	img, err := cli.ImageInspect(ctx, image)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: %w (fabric never pulls or builds your image: build it locally)", image, err)
+	}
+	var argv []string
+	if img.Config != nil {
+		argv = append(append(argv, img.Config.Entrypoint...), img.Config.Cmd...)
+	}
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("image %s has no ENTRYPOINT or CMD to run", image)
+	}
+	return argv, nil
+}
+
+// ImageCommand is Docker.ImageCommand on the default daemon.
+func ImageCommand(ctx context.Context, image string) ([]string, error) {
+	return defaultDocker.ImageCommand(ctx, image)
 }
 
 // readyTimeout bounds how long Create waits for an endpoint image's
@@ -357,7 +404,7 @@ func containerLogTail(ctx context.Context, cli *client.Client, id string) string
 
 // Remove unmounts and deletes the host's namespace file and force-removes
 // its container. Absent pieces are not an error.
-func (d *Docker) Remove(ctx context.Context, ref emu.HostRef) error {
+func (d *Docker) Remove(ctx context.Context, ref Ref) error {
 	var errs []error
 	if ref.NetNS != "" {
 		if err := removeNetNSFile(ref.NetNS); err != nil {
@@ -402,7 +449,7 @@ func removeContainer(ctx context.Context, cli *client.Client, id string) error {
 // could remove either, so an unreachable daemon lists nothing: `fabric
 // down` of a netns lab must work on machines without Docker. (Remove still
 // reports the daemon for hosts the lab's state names.)
-func (d *Docker) Leftovers(ctx context.Context, lab string) ([]emu.HostRef, error) {
+func (d *Docker) Leftovers(ctx context.Context, lab string) ([]Ref, error) {
 	cli, err := d.client(ctx)
 	if err != nil {
 		slog.Debug("docker leftovers not listed", "lab", lab, "err", err)
@@ -419,9 +466,9 @@ func (d *Docker) Leftovers(ctx context.Context, lab string) ([]emu.HostRef, erro
 	if err != nil {
 		return nil, fmt.Errorf("list containers labelled %s: %w", label, err)
 	}
-	refs := make([]emu.HostRef, 0, len(list.Items))
+	refs := make([]Ref, 0, len(list.Items))
 	for _, c := range list.Items {
-		refs = append(refs, emu.HostRef{
+		refs = append(refs, Ref{
 			Lab:     c.Labels[LabelLab],
 			Node:    c.Labels[LabelNode],
 			NetNS:   c.Labels[LabelNetNS],

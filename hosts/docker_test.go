@@ -16,9 +16,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
-	"fabric/emu"
-	"fabric/hosts"
-	"fabric/internal/testenv"
+	"github.com/fabric-emu/fabric/hosts"
+	"github.com/fabric-emu/fabric/internal/testenv"
 )
 
 func TestDockerCreateStartRemove(t *testing.T) {
@@ -180,7 +179,7 @@ func TestDockerMissingImage(t *testing.T) {
 		t.Fatal("Create with a missing image succeeded")
 	}
 	t.Logf("error: %v", err)
-	for _, want := range []string{"host h2", ref.Image, "not found", "fabric image build"} {
+	for _, want := range []string{"host h2", ref.Image, "not found", "build your image locally"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
@@ -193,7 +192,7 @@ func TestDockerMissingImage(t *testing.T) {
 func TestDockerUnreachableDaemon(t *testing.T) {
 	sock := "unix://" + filepath.Join(t.TempDir(), "no-daemon.sock")
 	d := &hosts.Docker{Host: sock}
-	ref := emu.HostRef{Lab: uniqueName(), Node: "h3", Runtime: "docker", NetNS: filepath.Join(t.TempDir(), "fab.h3")}
+	ref := hosts.Ref{Lab: uniqueName(), Node: "h3", Runtime: "docker", NetNS: filepath.Join(t.TempDir(), "fab.h3")}
 
 	err := d.Create(context.Background(), ref)
 	if err == nil {
@@ -228,7 +227,7 @@ func TestBuildImageRejectsDynamicBinary(t *testing.T) {
 
 // assertDockerHostGone checks that no container, mount or namespace file
 // of ref is left.
-func assertDockerHostGone(t *testing.T, cli *client.Client, ref emu.HostRef) {
+func assertDockerHostGone(t *testing.T, cli *client.Client, ref hosts.Ref) {
 	t.Helper()
 	if _, err := cli.ContainerInspect(context.Background(), hosts.ContainerName(ref), client.ContainerInspectOptions{}); !cerrdefs.IsNotFound(err) {
 		t.Errorf("container %s: inspect err=%v, want not found", hosts.ContainerName(ref), err)
@@ -307,5 +306,29 @@ func TestBuildImageReplacesPrevious(t *testing.T) {
 	}
 	if _, err := cli.ImageInspect(ctx, first.ID); !cerrdefs.IsNotFound(err) {
 		t.Errorf("replaced image %s still there (err=%v)", first.ID, err)
+	}
+}
+
+// A docker lab on a machine without fabric's endpoint image builds it: the
+// image is FROM scratch and this binary, so there is nothing to ask.
+func TestDockerBuildsMissingDefaultImage(t *testing.T) {
+	testenv.RequireDocker(t)
+	cli := dockerClient(t)
+	bin, err := fabricBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(hosts.EnvFabricBinary, bin)
+	if _, err := cli.ImageRemove(context.Background(), hosts.DefaultImage, client.ImageRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	d := &hosts.Docker{}
+	ref := dockerRef(t, uniqueName(), "h1", "")
+	t.Cleanup(func() { d.Remove(context.Background(), ref) })
+	if err := d.Create(context.Background(), ref); err != nil {
+		t.Fatalf("Create without the default image: %v", err)
+	}
+	if _, err := cli.ImageInspect(context.Background(), hosts.DefaultImage); err != nil {
+		t.Fatalf("the default image was not built: %v", err)
 	}
 }

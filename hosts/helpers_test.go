@@ -15,9 +15,8 @@ import (
 	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
 
-	"fabric/emu"
-	"fabric/hosts"
-	"fabric/internal/netnsutil"
+	"github.com/fabric-emu/fabric/hosts"
+	"github.com/fabric-emu/fabric/internal/netnsutil"
 )
 
 // Every resource these tests make is named with this prefix plus a random
@@ -180,9 +179,9 @@ func newTestNetNS(t *testing.T, name string) string {
 }
 
 // dockerRef is a docker host of lab with a run directory of its own.
-func dockerRef(t testing.TB, lab, node, image string) emu.HostRef {
-	return emu.HostRef{
-		Lab: lab, Node: node, NetNS: emu.NetNSPath(lab, node),
+func dockerRef(t testing.TB, lab, node, image string) hosts.Ref {
+	return hosts.Ref{
+		Lab: lab, Node: node, NetNS: netnsutil.Path(lab, node),
 		Runtime: "docker", Image: image, RunDir: t.TempDir(),
 	}
 }

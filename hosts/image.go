@@ -16,7 +16,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
-	"fabric/images"
+	"github.com/fabric-emu/fabric/images"
 )
 
 // ImageBuild says what BuildImage builds.
@@ -179,4 +179,32 @@ func readBuildOutput(r io.Reader, progress io.Writer) error {
 			io.WriteString(progress, m.Stream)
 		}
 	}
+}
+
+// EnsureImage builds DefaultImage from this machine's fabric binary
+// (FabricBinary) when the daemon does not have it, and says so in one log
+// line. The image is FROM scratch and this binary, so there is nothing for
+// a user to decide. Concurrent callers (a lab's hosts are made in parallel)
+// wait for one build. A user's own image is never built or pulled.
+func (d *Docker) EnsureImage(ctx context.Context) error {
+	d.buildMu.Lock()
+	defer d.buildMu.Unlock()
+	cli, err := d.client(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := cli.ImageInspect(ctx, DefaultImage); err == nil {
+		return nil
+	} else if !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("inspect image %s: %w", DefaultImage, err)
+	}
+	bin, err := FabricBinary()
+	if err != nil {
+		return fmt.Errorf("build %s: find the fabric binary: %w", DefaultImage, err)
+	}
+	slog.Info("building the endpoint image, which docker hosts run and the daemon lacks", "image", DefaultImage, "binary", bin)
+	if _, err := d.BuildImage(ctx, ImageBuild{Binary: bin}); err != nil {
+		return fmt.Errorf("image %s was missing and could not be built: %w", DefaultImage, err)
+	}
+	return nil
 }

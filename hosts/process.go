@@ -8,18 +8,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/fabric-emu/fabric/internal/netnsutil"
+
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
-
-	"fabric/emu"
 )
 
 // Process is a program running on a host: an endpoint, typically.
@@ -63,41 +61,63 @@ func FabricBinary() (string, error) {
 	return os.Executable()
 }
 
-// StartFabric runs `fabric args...` on the host: the fabric binary of this
-// machine on a netns host, the image's /fabric in a docker host.
-func StartFabric(ctx context.Context, ref emu.HostRef, args []string, logPath string) (Process, error) {
-	bin := ImageFabricBinary
-	if !isDocker(ref) {
-		var err error
-		if bin, err = FabricBinary(); err != nil {
-			return nil, hostError(ref, fmt.Errorf("find the fabric binary: %w", err))
-		}
+// FabricIn is the path of the fabric binary on the host: this machine's
+// on a netns host, /fabric in fabric's endpoint image, and the copy
+// mounted into a held container (Ref.Hold) otherwise.
+func FabricIn(ref Ref) (string, error) {
+	switch {
+	case !isDocker(ref):
+		return FabricBinary()
+	case ref.Hold:
+		return heldFabric, nil
+	}
+	return ImageFabricBinary, nil
+}
+
+// StartFabric runs `fabric args...` on the host (FabricIn).
+func StartFabric(ctx context.Context, ref Ref, args []string, logPath string) (Process, error) {
+	bin, err := FabricIn(ref)
+	if err != nil {
+		return nil, hostError(ref, fmt.Errorf("find the fabric binary: %w", err))
 	}
 	return Start(ctx, ref, append([]string{bin}, args...), logPath)
 }
 
 // Start runs argv on the host and sends its stdout and stderr to logPath
-// (appending; "" discards them). On a netns host it is a child process
+// (appending; "" discards them). It is StartCommand without extra
+// environment.
+func Start(ctx context.Context, ref Ref, argv []string, logPath string) (Process, error) {
+	return StartCommand(ctx, ref, Command{Argv: argv, Log: logPath})
+}
+
+// Command is a process to start on a host.
+type Command struct {
+	Argv []string
+	Env  []string // NAME=value, added to the environment it would have
+	Log  string   // stdout and stderr are appended here; "" discards them
+}
+
+// StartCommand starts c on the host. On a netns host it is a child process
 // started inside the host's namespace; on a docker host it is a `docker
-// exec` in the container, so argv[0] is a path inside the image. ctx bounds
+// exec` in the container, so Argv[0] is a path inside the image. ctx bounds
 // the start only: stop the process with Signal.
 //
-// On docker hosts, paths in argv are paths in the container: only the
-// lab's run directory (HostRef.RunDir) is mounted there, at the same path.
-func Start(ctx context.Context, ref emu.HostRef, argv []string, logPath string) (Process, error) {
-	if len(argv) == 0 {
+// On docker hosts, paths in Argv are paths in the container: only the
+// lab's run directory (Ref.RunDir) is mounted there, at the same path.
+func StartCommand(ctx context.Context, ref Ref, c Command) (Process, error) {
+	if len(c.Argv) == 0 {
 		return nil, hostError(ref, errors.New("no command to start"))
 	}
 	if isDocker(ref) {
-		return defaultDocker.Start(ctx, ref, argv, logPath)
+		return defaultDocker.Start(ctx, ref, c)
 	}
-	if ref.Runtime != "" && ref.Runtime != emu.DefaultRuntime {
+	if !IsNetNS(ref.Runtime) {
 		return nil, hostError(ref, fmt.Errorf("cannot start processes on runtime %q", ref.Runtime))
 	}
-	return startInNetNS(ref, argv, logPath)
+	return startInNetNS(ref, c)
 }
 
-func isDocker(ref emu.HostRef) bool { return ref.Runtime == "docker" }
+func isDocker(ref Ref) bool { return ref.Runtime == RuntimeDocker }
 
 // openLog opens a process log for appending, making its directory.
 func openLog(path string) (*os.File, error) {
@@ -109,44 +129,11 @@ func openLog(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 }
 
-// StartIn starts cmd inside the network namespace mounted at netnsPath.
-//
-// A namespace belongs to an OS thread, and a forked child inherits the
-// forking thread's. So a goroutine locks itself to a thread, moves the
-// thread into the namespace, starts cmd and moves back. If moving back
-// fails the goroutine exits still locked, and Go retires the thread rather
-// than reuse it in the wrong namespace.
+// StartIn starts cmd inside the network namespace mounted at netnsPath. A
+// forked child inherits the forking thread's namespace, so the fork happens
+// on a thread that netnsutil has moved into it.
 func StartIn(netnsPath string, cmd *exec.Cmd) error {
-	target, err := netns.GetFromPath(netnsPath)
-	if err != nil {
-		return fmt.Errorf("open network namespace %s: %w", netnsPath, err)
-	}
-	defer target.Close()
-
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("read own network namespace: %w", err)
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(target); err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("enter network namespace %s: %w", netnsPath, err)
-			return
-		}
-		startErr := cmd.Start()
-		if err := netns.Set(orig); err != nil {
-			done <- errors.Join(startErr, fmt.Errorf("leave network namespace %s: %w", netnsPath, err))
-			return // still locked: the thread is discarded
-		}
-		runtime.UnlockOSThread()
-		done <- startErr
-	}()
-	return <-done
+	return netnsutil.Do(netnsPath, cmd.Start)
 }
 
 // netnsProcess is a child process of fabric in a host namespace.
@@ -158,14 +145,18 @@ type netnsProcess struct {
 	done chan struct{}
 }
 
-func startInNetNS(ref emu.HostRef, argv []string, logPath string) (Process, error) {
-	log, err := openLog(logPath)
+func startInNetNS(ref Ref, c Command) (Process, error) {
+	argv := c.Argv
+	log, err := openLog(c.Log)
 	if err != nil {
 		return nil, hostError(ref, fmt.Errorf("process log: %w", err))
 	}
 	defer log.Close() // the child has its own copy
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = log, log
+	if len(c.Env) > 0 {
+		cmd.Env = append(os.Environ(), c.Env...)
+	}
 	// Its own process group: a Ctrl-C at the terminal reaches fabric, which
 	// then stops endpoints in order (SIGTERM, so they flush their records),
 	// instead of every endpoint at once.
@@ -203,13 +194,14 @@ func (p *netnsProcess) Wait() error {
 
 // Start runs argv in the host's container with `docker exec`, copying its
 // output to logPath on this machine.
-func (d *Docker) Start(ctx context.Context, ref emu.HostRef, argv []string, logPath string) (Process, error) {
+func (d *Docker) Start(ctx context.Context, ref Ref, c Command) (Process, error) {
 	cli, err := d.client(ctx)
 	if err != nil {
 		return nil, hostError(ref, err)
 	}
+	argv, logPath := c.Argv, c.Log
 	name := containerOf(ref)
-	created, err := cli.ExecCreate(ctx, name, client.ExecCreateOptions{Cmd: argv, AttachStdout: true, AttachStderr: true})
+	created, err := cli.ExecCreate(ctx, name, client.ExecCreateOptions{Cmd: argv, Env: c.Env, AttachStdout: true, AttachStderr: true})
 	switch {
 	case cerrdefs.IsNotFound(err):
 		return nil, hostError(ref, fmt.Errorf("container %s not found (is the lab up?)", name))
@@ -330,7 +322,7 @@ func (p *dockerProcess) wait() error {
 // from this machine's filesystem (ping, ip, ss, tcpdump) even for docker
 // hosts, whose FROM scratch image has none of them. A non-zero exit is an
 // *ExitError carrying the code.
-func Exec(ctx context.Context, ref emu.HostRef, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func Exec(ctx context.Context, ref Ref, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(argv) == 0 {
 		return hostError(ref, errors.New("no command to run"))
 	}
@@ -345,20 +337,4 @@ func Exec(ctx context.Context, ref emu.HostRef, argv []string, stdin io.Reader, 
 		return &ExitError{Host: ref.Node, Program: argv[0], Code: ee.ExitCode(), Status: ee.ProcessState.String()}
 	}
 	return err
-}
-
-// HostOf is the HostRef of node in a running lab, as Start needs it.
-func HostOf(lab *emu.Lab, node string) (emu.HostRef, error) {
-	n := lab.Graph.Node(node)
-	if n == nil || n.Kind != emu.Host {
-		return emu.HostRef{}, fmt.Errorf("lab %s has no host %q", lab.Name, node)
-	}
-	rt := lab.Spec.Hosts.Runtime
-	if rt == "" {
-		rt = emu.DefaultRuntime
-	}
-	return emu.HostRef{
-		Lab: lab.Name, Node: node, NetNS: emu.NetNSPath(lab.Name, node),
-		Runtime: rt, Image: lab.Spec.Hosts.Image, RunDir: emu.LabDir(lab.Name),
-	}, nil
 }

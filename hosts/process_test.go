@@ -12,16 +12,17 @@ import (
 	"testing"
 	"time"
 
-	"fabric/emu"
-	"fabric/hosts"
-	"fabric/internal/testenv"
+	"github.com/fabric-emu/fabric/internal/netnsutil"
+
+	"github.com/fabric-emu/fabric/hosts"
+	"github.com/fabric-emu/fabric/internal/testenv"
 )
 
 func TestStartInNetNS(t *testing.T) {
 	testenv.RequireRoot(t)
 	lab := uniqueName()
-	path := newTestNetNS(t, emu.NetNSName(lab, "h1"))
-	ref := emu.HostRef{Lab: lab, Node: "h1", NetNS: path, Runtime: "netns"}
+	path := newTestNetNS(t, netnsutil.Name(lab, "h1"))
+	ref := hosts.Ref{Lab: lab, Node: "h1", NetNS: path, Runtime: "netns"}
 	ownNS := nsInode(t, "/proc/self/ns/net")
 	hostNS := nsInode(t, path)
 	if ownNS == hostNS {
@@ -97,7 +98,7 @@ func TestStartFabricNetNS(t *testing.T) {
 	}
 	t.Setenv(hosts.EnvFabricBinary, bin)
 	lab := uniqueName()
-	ref := emu.HostRef{Lab: lab, Node: "h2", NetNS: newTestNetNS(t, emu.NetNSName(lab, "h2"))}
+	ref := hosts.Ref{Lab: lab, Node: "h2", NetNS: newTestNetNS(t, netnsutil.Name(lab, "h2"))}
 	logPath := filepath.Join(t.TempDir(), "h2.log")
 	p, err := hosts.StartFabric(context.Background(), ref, []string{"sleep"}, logPath)
 	if err != nil {
@@ -118,7 +119,7 @@ func TestStartFabricNetNS(t *testing.T) {
 func TestExecInNetNS(t *testing.T) {
 	testenv.RequireRoot(t)
 	lab := uniqueName()
-	ref := emu.HostRef{Lab: lab, Node: "h3", NetNS: newTestNetNS(t, emu.NetNSName(lab, "h3"))}
+	ref := hosts.Ref{Lab: lab, Node: "h3", NetNS: newTestNetNS(t, netnsutil.Name(lab, "h3"))}
 	var out bytes.Buffer
 	err := hosts.Exec(context.Background(), ref, []string{"/bin/sh", "-c", "read line; echo got $line; readlink /proc/self/ns/net; exit 4"},
 		strings.NewReader("hello\n"), &out, &out)

@@ -33,6 +33,18 @@ const (
 	FabricDCTCP = "fabric_dctcp"
 )
 
+// Names are the congestion controls a lab or experiment file may name: the
+// Linux ones every kernel has, and DCTCP in both forms. It is the one list
+// that emu and experiments validate against.
+var Names = []string{"cubic", "reno", "bbr", DCTCP, FabricDCTCP}
+
+// Known reports whether name is one of Names.
+func Known(name string) bool { return slices.Contains(Names, name) }
+
+// NeedsECN reports whether a congestion control reacts to ECN marks and
+// sends its SYN as ECT, so that hosts must negotiate ECN (RFC 8257 §3).
+func NeedsECN(name string) bool { return name == DCTCP || name == FabricDCTCP }
+
 const availablePath = "/proc/sys/net/ipv4/tcp_available_congestion_control"
 
 // Provider says where a congestion control comes from.

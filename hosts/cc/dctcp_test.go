@@ -14,8 +14,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"fabric/hosts/cc/cctest"
-	"fabric/internal/testenv"
+	"github.com/fabric-emu/fabric/hosts/cc/cctest"
+	"github.com/fabric-emu/fabric/internal/testenv"
 )
 
 const tcpiOptECN = 8 // TCPI_OPT_ECN in include/uapi/linux/tcp.h

@@ -8,7 +8,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"fabric/internal/testenv"
+	"github.com/fabric-emu/fabric/internal/testenv"
 )
 
 // mathHarness runs bpf/dctcp_math.h inside the kernel (BPF_PROG_TEST_RUN on

@@ -1,85 +1,81 @@
 package workload
 
 import (
+	"embed"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 )
 
+// Builtin holds the flow-size distributions fabric ships, with their
+// source headers (data/README.md says where each comes from), embedded in
+// the binary so that an installed fabric runs every built-in scenario.
+//
+//go:embed data/*.cdf data/README.md
+var builtin embed.FS
+
 // EnvDirs names a colon-separated list of extra directories to search for
-// workload files, ahead of the default search path.
+// workload files, ahead of the built-in set.
 const EnvDirs = "FABRIC_WORKLOADS"
 
-// SearchPath is where Find looks for a workload given by name: the
-// directories in extra, then $FABRIC_WORKLOADS, then the first
-// shared/workloads directory found walking up from the working directory
-// and from the executable's directory. The project keeps its data in
-// ../shared/workloads relative to the project root, so walking up from
-// anywhere inside the project reaches it; nothing is copied into the binary.
+// SearchPath is the directories Find looks in before the built-in set: the
+// ones in extra (--workload-dir), then $FABRIC_WORKLOADS.
 func SearchPath(extra ...string) []string {
 	dirs := append([]string(nil), extra...)
 	if env := os.Getenv(EnvDirs); env != "" {
 		dirs = append(dirs, filepath.SplitList(env)...)
 	}
-	var starts []string
-	if wd, err := os.Getwd(); err == nil {
-		starts = append(starts, wd)
-	}
-	if exe, err := os.Executable(); err == nil {
-		starts = append(starts, filepath.Dir(exe))
-	}
-	for _, start := range starts {
-		if d := findUp(start, filepath.Join("shared", "workloads")); d != "" {
-			dirs = append(dirs, d)
-		}
-	}
 	return dirs
 }
 
-// findUp returns the first dir/rel that exists, for dir = start and each of
-// its parents.
-func findUp(start, rel string) string {
-	for dir := start; ; dir = filepath.Dir(dir) {
-		cand := filepath.Join(dir, rel)
-		if st, err := os.Stat(cand); err == nil && st.IsDir() {
-			return cand
-		}
-		if filepath.Dir(dir) == dir {
-			return ""
-		}
+// Builtins lists the names of the built-in workloads.
+func Builtins() []string {
+	entries, _ := fs.Glob(builtin, "data/*.cdf")
+	var out []string
+	for _, e := range entries {
+		out = append(out, strings.TrimSuffix(filepath.Base(e), ".cdf"))
 	}
+	sort.Strings(out)
+	return out
 }
 
-// Find resolves a workload reference: a path to a file (anything containing
-// a slash or ending in .cdf that exists), or a name such as "hull_1k_10m"
-// looked up as <dir>/<name>.cdf along dirs (SearchPath when dirs is nil).
-func Find(ref string, dirs []string) (string, error) {
+// Open finds and loads a workload: a path to a file (anything containing a
+// slash or ending in .cdf that exists), a name looked up as <dir>/<name>.cdf
+// along dirs (SearchPath() when nil), or a built-in name.
+func Open(ref string, dirs []string) (*CDF, error) {
 	if strings.ContainsRune(ref, os.PathSeparator) || strings.HasSuffix(ref, ".cdf") {
 		if _, err := os.Stat(ref); err == nil {
-			return ref, nil
+			return Load(ref)
 		} else if strings.ContainsRune(ref, os.PathSeparator) {
-			return "", fmt.Errorf("workload %q: %w", ref, err)
+			return nil, fmt.Errorf("workload %q: %w", ref, err)
 		}
 	}
 	if dirs == nil {
 		dirs = SearchPath()
 	}
-	name := strings.TrimSuffix(ref, ".cdf") + ".cdf"
+	name := strings.TrimSuffix(ref, ".cdf")
 	for _, d := range dirs {
-		p := filepath.Join(d, name)
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
+		if p := filepath.Join(d, name+".cdf"); fileExists(p) {
+			return Load(p)
 		}
 	}
-	return "", fmt.Errorf("workload %q: no %s in the search path %v (set --workload-dir or $%s, or give a file path)", ref, name, dirs, EnvDirs)
-}
-
-// Open finds and loads a workload (see Find).
-func Open(ref string, dirs []string) (*CDF, error) {
-	p, err := Find(ref, dirs)
+	f, err := builtin.Open("data/" + name + ".cdf")
+	if err != nil {
+		return nil, fmt.Errorf("workload %q: not a file, not in %v, and not built in (built in: %s)", ref, dirs, strings.Join(Builtins(), ", "))
+	}
+	defer f.Close()
+	c, err := Parse(name+".cdf", f)
 	if err != nil {
 		return nil, err
 	}
-	return Load(p)
+	c.File = "builtin:" + name
+	return c, nil
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
 }

@@ -1,5 +1,6 @@
-// Package workload loads flow-size distributions in the format of
-// shared/workloads (see its README.md) and draws sizes from them.
+// Package workload loads flow-size distributions in the format of its
+// built-in set (data/, embedded; data/README.md gives each file's source)
+// and draws sizes from them.
 //
 // A file is "# key: value" header comments followed by "<size_bytes>
 // <cdf_fraction>" lines. Empirical files ("# discrete: false", the default)
@@ -19,7 +20,7 @@ import (
 	"strconv"
 	"strings"
 
-	"fabric/internal/yamlfile"
+	"github.com/fabric-emu/fabric/internal/yamlfile"
 )
 
 // CDF is a flow-size distribution: P(size <= Sizes[i]) = Probs[i].
@@ -59,66 +60,95 @@ func Load(file string) (*CDF, error) {
 // Parse reads a CDF from r; file names it in errors and in CDF.Name.
 func Parse(file string, r io.Reader) (*CDF, error) {
 	c := &CDF{File: file, Name: strings.TrimSuffix(filepath.Base(file), ".cdf")}
-	bad := func(line int, field, format string, args ...any) error {
-		return &yamlfile.Error{File: file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)}
-	}
 	sc := bufio.NewScanner(r)
 	lastLine := 0
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
-		if line == "" {
-			continue
+		var err error
+		switch {
+		case line == "":
+		case strings.HasPrefix(line, "#"):
+			err = c.parseComment(line)
+		default:
+			err = c.parsePoint(line)
+			lastLine = n
 		}
-		if strings.HasPrefix(line, "#") {
-			key, val, ok := strings.Cut(strings.TrimSpace(line[1:]), ":")
-			if ok && strings.TrimSpace(key) == "discrete" {
-				// The value may be followed by a remark; the first word decides.
-				word, _, _ := strings.Cut(strings.TrimSpace(val), " ")
-				switch word {
-				case "true":
-					c.Discrete = true
-				case "false":
-					c.Discrete = false
-				default:
-					return nil, bad(n, "discrete", "want true or false, got %q", word)
-				}
-			}
-			continue
+		if err != nil {
+			return nil, c.lineError(n, err)
 		}
-		fields := strings.Fields(line)
-		if len(fields) != 2 {
-			return nil, bad(n, "", "want \"<size_bytes> <cdf_fraction>\", got %q", line)
-		}
-		size, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil || math.IsNaN(size) || math.IsInf(size, 0) || size < 0 || size != math.Trunc(size) {
-			return nil, bad(n, "size", "want a whole number of bytes >= 0, got %q", fields[0])
-		}
-		p, err := strconv.ParseFloat(fields[1], 64)
-		if err != nil || math.IsNaN(p) || p < 0 || p > 1 {
-			return nil, bad(n, "cdf", "want a fraction in [0, 1], got %q", fields[1])
-		}
-		if k := len(c.sizes); k > 0 {
-			if size < c.sizes[k-1] {
-				return nil, bad(n, "size", "sizes must not decrease: %v after %v", size, c.sizes[k-1])
-			}
-			if p < c.probs[k-1] {
-				return nil, bad(n, "cdf", "CDF must not decrease: %v after %v (not monotone)", p, c.probs[k-1])
-			}
-		}
-		c.sizes = append(c.sizes, size)
-		c.probs = append(c.probs, p)
-		lastLine = n
 	}
 	if err := sc.Err(); err != nil {
 		return nil, &yamlfile.Error{File: file, Msg: err.Error()}
 	}
 	if len(c.sizes) == 0 {
-		return nil, bad(1, "", "no data lines (want \"<size_bytes> <cdf_fraction>\")")
+		return nil, c.lineError(1, fieldError{"", "no data lines (want \"<size_bytes> <cdf_fraction>\")"})
 	}
 	if last := c.probs[len(c.probs)-1]; last != 1 {
-		return nil, bad(lastLine, "cdf", "the last CDF value must be exactly 1, got %v", last)
+		return nil, c.lineError(lastLine, fieldError{"cdf", fmt.Sprintf("the last CDF value must be exactly 1, got %v", last)})
 	}
 	return c, nil
+}
+
+// fieldError is a problem with one field of a line, before the line number
+// is attached.
+type fieldError struct{ field, msg string }
+
+func (e fieldError) Error() string { return e.field + ": " + e.msg }
+
+func bad(field, format string, args ...any) error {
+	return fieldError{field, fmt.Sprintf(format, args...)}
+}
+
+func (c *CDF) lineError(line int, err error) error {
+	fe := err.(fieldError)
+	return &yamlfile.Error{File: c.File, Line: line, Field: fe.field, Msg: fe.msg}
+}
+
+// parseComment reads the one comment key a CDF file may set, discrete.
+func (c *CDF) parseComment(line string) error {
+	key, val, ok := strings.Cut(strings.TrimSpace(line[1:]), ":")
+	if !ok || strings.TrimSpace(key) != "discrete" {
+		return nil
+	}
+	// The value may be followed by a remark; the first word decides.
+	word, _, _ := strings.Cut(strings.TrimSpace(val), " ")
+	switch word {
+	case "true":
+		c.Discrete = true
+	case "false":
+		c.Discrete = false
+	default:
+		return bad("discrete", "want true or false, got %q", word)
+	}
+	return nil
+}
+
+// parsePoint reads one "<size_bytes> <cdf_fraction>" line; neither column
+// may decrease.
+func (c *CDF) parsePoint(line string) error {
+	fields := strings.Fields(line)
+	if len(fields) != 2 {
+		return bad("", "want \"<size_bytes> <cdf_fraction>\", got %q", line)
+	}
+	size, err := strconv.ParseFloat(fields[0], 64)
+	if err != nil || math.IsNaN(size) || math.IsInf(size, 0) || size < 0 || size != math.Trunc(size) {
+		return bad("size", "want a whole number of bytes >= 0, got %q", fields[0])
+	}
+	p, err := strconv.ParseFloat(fields[1], 64)
+	if err != nil || math.IsNaN(p) || p < 0 || p > 1 {
+		return bad("cdf", "want a fraction in [0, 1], got %q", fields[1])
+	}
+	if k := len(c.sizes); k > 0 {
+		if size < c.sizes[k-1] {
+			return bad("size", "sizes must not decrease: %v after %v", size, c.sizes[k-1])
+		}
+		if p < c.probs[k-1] {
+			return bad("cdf", "CDF must not decrease: %v after %v (not monotone)", p, c.probs[k-1])
+		}
+	}
+	c.sizes = append(c.sizes, size)
+	c.probs = append(c.probs, p)
+	return nil
 }
 
 // Mean is the expected size in bytes: the probability-weighted sum of the

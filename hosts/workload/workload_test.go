@@ -11,18 +11,14 @@ import (
 	"strings"
 	"testing"
 
-	"fabric/internal/yamlfile"
+	"github.com/fabric-emu/fabric/internal/yamlfile"
 )
 
-// shippedDir is the project's shared/workloads directory.
+// shippedDir is the repository's copy of the built-in workloads (the
+// embedded files).
 func shippedDir(t *testing.T) string {
 	t.Helper()
-	wd, _ := os.Getwd()
-	d := findUp(wd, filepath.Join("shared", "workloads"))
-	if d == "" {
-		t.Fatalf("no shared/workloads above %s", wd)
-	}
-	return d
+	return "data"
 }
 
 func shippedFiles(t *testing.T) []string {
@@ -185,19 +181,31 @@ func TestPointMassAtFirstSize(t *testing.T) {
 	}
 }
 
-func TestFindByNameAndPath(t *testing.T) {
-	dir := shippedDir(t)
-	p, err := Find("google_rpc", nil) // default search path walks up to shared/workloads
+// Built-in names resolve from the embedded set, wherever the program runs;
+// a directory given first wins; a path is read as a file.
+func TestOpenBuiltinDirAndPath(t *testing.T) {
+	t.Chdir(t.TempDir()) // no checkout around: the binary must carry its data
+	c, err := Open("google_rpc", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if filepath.Dir(p) != dir {
-		t.Errorf("found %s, want it in %s", p, dir)
+	if c.File != "builtin:google_rpc" || c.Mean() < 2800 || c.Mean() > 3000 {
+		t.Errorf("built-in google_rpc: file %s, mean %.0f", c.File, c.Mean())
 	}
-	if _, err := Find(filepath.Join(dir, "google_rpc.cdf"), nil); err != nil {
+	if n := len(Builtins()); n != 11 {
+		t.Errorf("%d built-in workloads, want the 11 shipped", n)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "google_rpc.cdf"), []byte("5 0.5\n7 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := Open("google_rpc", []string{dir}); err != nil || c.Mean() > 7 {
+		t.Errorf("a directory given first: %v, mean %v", err, c.Mean())
+	}
+	if _, err := Open(filepath.Join(dir, "google_rpc.cdf"), nil); err != nil {
 		t.Errorf("by path: %v", err)
 	}
-	if _, err := Find("no_such_workload", []string{dir}); err == nil || !strings.Contains(err.Error(), "no_such_workload.cdf") {
+	if _, err := Open("no_such_workload", nil); err == nil || !strings.Contains(err.Error(), "not built in") {
 		t.Errorf("missing workload: %v", err)
 	}
 }

@@ -15,17 +15,18 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/fabric-emu/fabric/internal/netnsutil"
+
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"fabric/internal/ethtool"
+	"github.com/fabric-emu/fabric/internal/ethtool"
 )
 
 // Host is one end of a Pair.
@@ -48,23 +49,28 @@ type Pair struct {
 // all when t ends. tag (a few letters) keeps names unique per test.
 func NewPair(t testing.TB, tag string) *Pair {
 	t.Helper()
-	prefix := fmt.Sprintf("fab.t%s%d", tag, os.Getpid())
+	lab := fmt.Sprintf("t%s%d", tag, os.Getpid())
 	p := &Pair{
-		A: &Host{NSName: prefix + ".a", If: "eth0", Addr: net.IPv4(10, 99, 0, 1)},
-		B: &Host{NSName: prefix + ".b", If: "eth0", Addr: net.IPv4(10, 99, 0, 2)},
+		A: &Host{NSName: netnsutil.Name(lab, "a"), If: "eth0", Addr: net.IPv4(10, 99, 0, 1)},
+		B: &Host{NSName: netnsutil.Name(lab, "b"), If: "eth0", Addr: net.IPv4(10, 99, 0, 2)},
 	}
 	for _, h := range []*Host{p.A, p.B} {
-		ns, err := newNamedNS(h.NSName)
+		t.Cleanup(func() {
+			if h.NS.IsOpen() {
+				h.NS.Close()
+			}
+			if err := netnsutil.Remove(h.Path()); err != nil {
+				t.Errorf("deleting namespace %s: %v", h.NSName, err)
+			}
+		})
+		if err := netnsutil.Create(h.Path(), func() error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		ns, err := netns.GetFromPath(h.Path())
 		if err != nil {
 			t.Fatal(err)
 		}
 		h.NS = ns
-		t.Cleanup(func() {
-			h.NS.Close()
-			if err := netns.DeleteNamed(h.NSName); err != nil {
-				t.Errorf("deleting namespace %s: %v", h.NSName, err)
-			}
-		})
 		hd, err := netlink.NewHandleAt(ns)
 		if err != nil {
 			t.Fatal(err)
@@ -191,48 +197,12 @@ func (h *Host) setup() error {
 	})
 }
 
-// newNamedNS creates /run/netns/name without leaving the calling thread in it.
-func newNamedNS(name string) (netns.NsHandle, error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return 0, err
-	}
-	defer orig.Close()
-	ns, err := netns.NewNamed(name)
-	if err != nil {
-		return 0, fmt.Errorf("namespace %s: %w", name, err)
-	}
-	if err := netns.Set(orig); err != nil {
-		panic(fmt.Sprintf("cannot return to the original namespace: %v", err))
-	}
-	return ns, nil
-}
-
 // Path is the namespace's file, as other packages take it.
-func (h *Host) Path() string { return filepath.Join("/run/netns", h.NSName) }
+func (h *Host) Path() string { return filepath.Join(netnsutil.Dir, h.NSName) }
 
 // Do runs fn on a thread inside the host's namespace. Sockets created by fn
 // stay in that namespace when used from other goroutines.
-func (h *Host) Do(fn func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return err
-	}
-	defer orig.Close()
-	if err := netns.Set(h.NS); err != nil {
-		return fmt.Errorf("enter %s: %w", h.NSName, err)
-	}
-	defer func() {
-		if err := netns.Set(orig); err != nil {
-			panic(fmt.Sprintf("cannot return to the original namespace: %v", err))
-		}
-	}()
-	return fn()
-}
+func (h *Host) Do(fn func() error) error { return netnsutil.DoHandle(h.NS, h.NSName, fn) }
 
 func withCC(cc string) func(network, address string, c syscall.RawConn) error {
 	return func(_, _ string, c syscall.RawConn) error {

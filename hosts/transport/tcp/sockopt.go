@@ -1,4 +1,4 @@
-package endpoint
+package tcp
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"syscall"
+
+	"github.com/fabric-emu/fabric/hosts/transport"
 
 	"golang.org/x/sys/unix"
 )
@@ -45,7 +47,7 @@ func getCC(fd int) string {
 }
 
 // setTOS sets the DSCP on an IPv4 or IPv6 socket.
-func setTOS(fd int, ipv6 bool, d DSCP) error {
+func setTOS(fd int, ipv6 bool, d transport.DSCP) error {
 	var err error
 	if ipv6 {
 		err = unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_TCLASS, d.TOS())
@@ -60,7 +62,7 @@ func setTOS(fd int, ipv6 bool, d DSCP) error {
 
 // tuneSocket applies cc and DSCP to a socket before connect (Dialer.Control)
 // or right after accept.
-func tuneSocket(rc syscall.RawConn, ipv6 bool, cc string, d DSCP) (effectiveCC string, err error) {
+func tuneSocket(rc syscall.RawConn, ipv6 bool, cc string, d transport.DSCP) (effectiveCC string, err error) {
 	cerr := rc.Control(func(fd uintptr) {
 		if err = setCC(int(fd), cc); err != nil {
 			return

@@ -1,4 +1,4 @@
-package endpoint
+package transport
 
 import (
 	"fmt"
@@ -6,10 +6,11 @@ import (
 	"strconv"
 	"strings"
 
-	"fabric/internal/units"
 	"go.yaml.in/yaml/v3"
 
-	"fabric/internal/yamlfile"
+	"github.com/fabric-emu/fabric/internal/units"
+
+	"github.com/fabric-emu/fabric/internal/yamlfile"
 )
 
 // DSCP is a 6-bit Differentiated Services code point. Sockets carry it in
@@ -68,8 +69,8 @@ func (d *DSCP) UnmarshalYAML(n *yaml.Node) error {
 // `dscp: {below: 10KB, value: CS7}` (HULL Table 5's TCP-QoS puts small
 // flows in a high-priority band).
 type SizeClass struct {
-	Below units.Size `yaml:"below"`
-	Value DSCP       `yaml:"value"`
+	Below units.Size `yaml:"below" json:"below"`
+	Value DSCP       `yaml:"value" json:"value"`
 }
 
 // DSCPPolicy picks a flow's code point from its size: the first class
@@ -94,21 +95,6 @@ func (p DSCPPolicy) sorted() []SizeClass {
 	cs := append([]SizeClass(nil), p.Classes...)
 	sort.Slice(cs, func(i, j int) bool { return cs[i].Below < cs[j].Below })
 	return cs
-}
-
-// values lists every code point the policy can give, Default first.
-func (p DSCPPolicy) values() []DSCP {
-	out := []DSCP{p.Default}
-	for _, c := range p.sorted() {
-		dup := false
-		for _, v := range out {
-			dup = dup || v == c.Value
-		}
-		if !dup {
-			out = append(out, c.Value)
-		}
-	}
-	return out
 }
 
 // ParseSizeClass parses the flag form "10KB=CS7".

@@ -1,0 +1,192 @@
+package homa
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/fabric-emu/fabric/hosts/transport"
+)
+
+// endpoint is Homa on one host: the sender and receiver halves share one
+// lock and one set of sockets. Packets leave through one UDP socket per
+// priority (its TOS carries the priority as DSCP CS<p>, which fabric's
+// ports map to their strict bands); they arrive on one socket.
+type endpoint struct {
+	env    *transport.Env
+	args   Args
+	prio   Priorities
+	log    *slog.Logger
+	w      *transport.Writer
+	mtuPay int // message bytes per packet
+
+	in   *net.UDPConn
+	out  [Levels]*net.UDPConn
+	port int
+	// tx puts one packet on the wire to dst at priority p: the sockets'
+	// write (open sets it), or a test's network.
+	tx func(dst netip.Addr, p uint8, b []byte)
+
+	mu       sync.Mutex
+	wake     chan struct{} // the pacer has something new to send
+	outgoing map[uint64]*outMsg
+	incoming map[uint64]*inMsg
+	done     map[uint64]bool // messages received whole (duplicates are dropped)
+	schedule map[uint64]transport.Message
+	stats    Stats
+	// Every packet through the sockets, data and control, for the CPU
+	// cost per packet (the pacer sends without the lock).
+	pktsOut, pktsIn atomic.Int64
+}
+
+// Stats are an endpoint's counters, logged at exit.
+type Stats struct {
+	DataSent, DataRecv, Dups    int64
+	Grants, Resends, Busy       int64
+	MaxActive                   int // the most messages granted at once (≤ the degree of overcommitment)
+	Retransmitted, FirstResends int64
+}
+
+func newEndpoint(env *transport.Env, args Args, prio Priorities, w *transport.Writer, sched []transport.Message, log *slog.Logger) *endpoint {
+	e := &endpoint{env: env, args: args, prio: prio, log: log, w: w, mtuPay: payloadSize(env.MTU), port: args.Port,
+		wake: make(chan struct{}, 1), outgoing: map[uint64]*outMsg{}, incoming: map[uint64]*inMsg{},
+		done: map[uint64]bool{}, schedule: map[uint64]transport.Message{}}
+	for _, m := range sched {
+		e.schedule[m.ID] = m
+	}
+	return e
+}
+
+// open binds the receiving socket and one sending socket per priority.
+func (e *endpoint) open(ctx context.Context) error {
+	var lc net.ListenConfig
+	pc, err := lc.ListenPacket(ctx, "udp4", net.JoinHostPort(e.env.Addr.String(), strconv.Itoa(e.port)))
+	if err != nil {
+		return err
+	}
+	e.in = pc.(*net.UDPConn)
+	_ = e.in.SetReadBuffer(8 << 20)
+	for p := range Levels {
+		tos := p << 5 // DSCP CS<p> in the TOS byte's upper six bits
+		lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_TOS, tos) })
+			if err != nil {
+				return err
+			}
+			return serr
+		}}
+		c, err := lc.ListenPacket(ctx, "udp4", net.JoinHostPort(e.env.Addr.String(), "0"))
+		if err != nil {
+			return err
+		}
+		e.out[p] = c.(*net.UDPConn)
+		_ = e.out[p].SetWriteBuffer(4 << 20)
+	}
+	e.tx = e.sendUDP
+	return nil
+}
+
+func (e *endpoint) close() {
+	if e.in != nil {
+		e.in.Close()
+	}
+	for _, c := range e.out {
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+// sendUDP writes one packet to addr through priority p's socket.
+func (e *endpoint) sendUDP(addr netip.Addr, p uint8, b []byte) {
+	e.pktsOut.Add(1)
+	_, err := e.out[min(int(p), Levels-1)].WriteToUDPAddrPort(b, netip.AddrPortFrom(addr, uint16(e.port)))
+	if err != nil {
+		e.log.Debug("send", "to", addr, "err", err)
+	}
+}
+
+// control sends a control packet (GRANT, RESEND, BUSY, DONE) at the
+// highest priority: they are small and pace the data.
+func (e *endpoint) control(addr netip.Addr, h header) {
+	var b [HeaderLen]byte
+	h.put(b[:])
+	e.tx(addr, Levels-1, b[:])
+}
+
+// receive reads packets until the socket closes.
+func (e *endpoint) receive() {
+	buf := make([]byte, 65536)
+	for {
+		n, from, err := e.in.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return
+		}
+		e.pktsIn.Add(1)
+		e.handle(from.Addr().Unmap(), buf[:n])
+	}
+}
+
+// handle takes one packet from src.
+func (e *endpoint) handle(src netip.Addr, b []byte) {
+	h, err := parseHeader(b)
+	if err != nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch h.typ {
+	case typeData:
+		e.onData(src, h, time.Now())
+	case typeGrant, typeResend, typeBusy, typeDone:
+		e.onControl(src, h, time.Now())
+	}
+}
+
+// signal tells the pacer there may be something new to send.
+func (e *endpoint) signal() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// timers runs the receiver's and sender's timeouts every tick until ctx ends.
+func (e *endpoint) timers(ctx context.Context) {
+	// Every wake-up costs tens of µs on a virtual machine, times every
+	// host: tick at half the timeout, so a stall is noticed within 1.5
+	// timeouts.
+	tick := time.NewTicker(max(time.Duration(e.args.ResendAfter)/2, time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			e.mu.Lock()
+			e.resendStalled(now)
+			e.retrySilent(now)
+			e.mu.Unlock()
+		}
+	}
+}
+
+// sortedBy returns the keys of m ordered by less.
+func sortedBy[K comparable, V any](m map[K]V, less func(a, b V) int) []V {
+	out := make([]V, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	slices.SortFunc(out, less)
+	return out
+}

@@ -1,0 +1,145 @@
+package homa
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/fabric-emu/fabric/hosts/transport"
+)
+
+// inMsg is a message this host is receiving.
+type inMsg struct {
+	id       uint64
+	src      netip.Addr
+	size     int64
+	got      map[uint32]uint32 // offset → length of each distinct packet received
+	bytes    int64             // distinct bytes received
+	granted  int64             // bytes the sender may send (RTTbytes, then grants)
+	prio     uint8             // the priority of the latest grant
+	lastData time.Time
+}
+
+// remaining is what the grant scheduler ranks messages by (SRPT).
+func (im *inMsg) remaining() int64 { return im.size - im.bytes }
+
+// onData takes one DATA packet: a new byte range of a message, a
+// duplicate, or the last piece, which completes the message.
+func (e *endpoint) onData(src netip.Addr, h header, now time.Time) {
+	e.stats.DataRecv++
+	if e.done[h.id] {
+		e.stats.Dups++
+		e.control(src, header{typ: typeDone, id: h.id}) // the first DONE may have been lost
+		return
+	}
+	im := e.incoming[h.id]
+	if im == nil {
+		im = &inMsg{id: h.id, src: src, size: int64(h.size), got: map[uint32]uint32{},
+			granted: min(e.args.RTTBytes, int64(h.size))}
+		e.incoming[h.id] = im
+	}
+	im.lastData = now
+	if _, dup := im.got[h.offset]; dup {
+		e.stats.Dups++
+		return
+	}
+	im.got[h.offset] = h.length
+	im.bytes += int64(h.length)
+	if im.bytes >= im.size {
+		e.complete(im, now)
+	}
+	e.grant()
+}
+
+// complete records a whole message and tells its sender.
+func (e *endpoint) complete(im *inMsg, now time.Time) {
+	delete(e.incoming, im.id)
+	e.done[im.id] = true
+	e.control(im.src, header{typ: typeDone, id: im.id})
+	m, ok := e.schedule[im.id]
+	if !ok {
+		m = transport.Message{ID: im.id, Size: im.size}
+		if name, found := e.env.PeerName(im.src); found {
+			m.Src = name
+		}
+	}
+	e.w.Flow(transport.Flow{ID: im.id, Pattern: m.Pattern, Src: m.Src, Dst: e.env.Host, Size: m.Size, Bytes: im.bytes,
+		DSCP: m.DSCP, CC: "homa", StartNS: e.env.StartNS + m.TimeNS, EndNS: now.UnixNano(), Class: m.Class, Query: m.Query})
+}
+
+// grant runs the receiver's scheduler (§3.4, §5.2): the messages with the
+// fewest bytes left, at most one per scheduled priority level (the degree
+// of overcommitment), are active; each is granted enough to keep RTTbytes
+// on the way, at the scheduled level of its rank, the shortest highest.
+func (e *endpoint) grant() {
+	k := e.prio.Scheduled()
+	active := 0
+	for _, im := range sortedBy(e.incoming, byRemaining) {
+		if im.granted >= im.size {
+			continue // fully granted: nothing left to schedule
+		}
+		if active == k {
+			break
+		}
+		prio := e.prio.Sched(active)
+		target := min(im.size, im.bytes+e.args.RTTBytes)
+		// Grant a packet's worth at a time, or a new priority at once.
+		if target >= im.granted+int64(e.mtuPay) || target == im.size || prio != im.prio {
+			im.granted, im.prio = max(im.granted, target), prio
+			e.control(im.src, header{typ: typeGrant, prio: prio, id: im.id, offset: uint32(im.granted)})
+			e.stats.Grants++
+		}
+		active++
+	}
+	e.stats.MaxActive = max(e.stats.MaxActive, active)
+}
+
+func byRemaining(a, b *inMsg) int {
+	switch {
+	case a.remaining() < b.remaining():
+		return -1
+	case a.remaining() > b.remaining():
+		return 1
+	case a.id < b.id:
+		return -1
+	case a.id > b.id:
+		return 1
+	}
+	return 0
+}
+
+// resendStalled asks for the first missing bytes of every message that
+// has had no packet for ResendAfter (§7.1: receivers detect loss).
+func (e *endpoint) resendStalled(now time.Time) {
+	for _, im := range e.incoming {
+		if now.Sub(im.lastData) < time.Duration(e.args.ResendAfter) {
+			continue
+		}
+		off, end := im.firstMissing()
+		if off >= end {
+			continue
+		}
+		e.control(im.src, header{typ: typeResend, id: im.id, offset: uint32(off), length: uint32(end - off)})
+		e.stats.Resends++
+		im.lastData = now
+	}
+}
+
+// firstMissing is the first byte range of the message not received, up to
+// what is granted.
+func (im *inMsg) firstMissing() (off, end int64) {
+	limit := min(im.granted, im.size)
+	for off < limit {
+		l, ok := im.got[uint32(off)]
+		if !ok {
+			break
+		}
+		off += int64(l)
+	}
+	end = limit
+	for o := range im.got {
+		if int64(o) > off && int64(o) < end {
+			end = int64(o)
+		}
+	}
+	return off, end
+}

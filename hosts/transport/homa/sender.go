@@ -1,0 +1,192 @@
+package homa
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	"github.com/fabric-emu/fabric/hosts/transport"
+)
+
+// outMsg is a message this host is sending.
+type outMsg struct {
+	m         transport.Message
+	dst       netip.Addr
+	size      int64
+	next      int64  // the next new byte to send
+	granted   int64  // bytes it may send: RTTbytes at first, then grants
+	schedPrio uint8  // the priority of the latest grant
+	resend    []span // byte ranges the receiver asked for again
+	lastHeard time.Time
+}
+
+// span is a byte range [off, end).
+type span struct{ off, end int64 }
+
+// pending reports whether the message has a packet it may send now.
+func (o *outMsg) pending() bool { return len(o.resend) > 0 || o.next < min(o.granted, o.size) }
+
+// remaining is what SRPT ranks senders' messages by (§3.4: a sender sends
+// the packet of the message with the fewest bytes left first).
+func (o *outMsg) remaining() int64 { return o.size - o.next }
+
+// start queues a scheduled message (the contract's Dispatch calls it at
+// the message's time); its first RTTbytes may go at once.
+func (e *endpoint) start(m transport.Message) {
+	if m.Stream || m.Size <= 0 {
+		e.log.Warn("homa carries messages, not streams; skipped", "id", m.ID)
+		return
+	}
+	e.mu.Lock()
+	e.outgoing[m.ID] = &outMsg{m: m, dst: m.DstAddr, size: m.Size, granted: min(e.args.RTTBytes, m.Size),
+		schedPrio: e.prio.Sched(0), lastHeard: time.Now()}
+	e.mu.Unlock()
+	e.signal()
+}
+
+// nextPacket picks the packet to send: retransmissions first, then the
+// message with the fewest bytes left (SRPT at the sender). It returns the
+// packet's destination, priority and bytes, or false when nothing may go.
+func (e *endpoint) nextPacket(buf []byte) (netip.Addr, uint8, []byte, bool) {
+	var best *outMsg
+	for _, o := range e.outgoing {
+		if o.pending() && (best == nil || o.remaining() < best.remaining() || (o.remaining() == best.remaining() && o.m.ID < best.m.ID)) {
+			best = o
+		}
+	}
+	if best == nil {
+		return netip.Addr{}, 0, nil, false
+	}
+	off, retrans := best.next, false
+	if len(best.resend) > 0 {
+		off, retrans = best.resend[0].off, true
+	}
+	end := min(off+int64(e.mtuPay), best.size)
+	if retrans {
+		end = min(end, best.resend[0].end)
+		if best.resend[0].off = end; best.resend[0].off >= best.resend[0].end {
+			best.resend = best.resend[1:]
+		}
+		e.stats.Retransmitted++
+	} else {
+		best.next = end
+	}
+	prio := best.schedPrio
+	if off < e.args.RTTBytes {
+		prio = e.prio.Unsched(best.size - off)
+	}
+	h := header{typ: typeData, prio: prio, id: best.m.ID, size: uint32(best.size), offset: uint32(off), length: uint32(end - off)}
+	h.put(buf)
+	e.stats.DataSent++
+	return best.dst, prio, buf[:HeaderLen+int(end-off)], true
+}
+
+// pace sends packets until ctx ends. With the pacer on it keeps to the
+// link rate, handing the NIC a packet just before the one on the wire has
+// left, so the host's own queue holds at most one and a short message
+// never waits behind a long one there (thesis §6.4, Fig. 6.5); off, it
+// sends every packet it may at once.
+func (e *endpoint) pace(ctx context.Context) {
+	transport.PinClockThread()
+	buf := make([]byte, HeaderLen+e.mtuPay)
+	txTime := func(frameBytes int) time.Duration {
+		return time.Duration(float64(frameBytes) * 8e9 / float64(max(e.env.LinkRate, 1)))
+	}
+	// lead is how long before the NIC is free the next packet is handed
+	// over: the pacer's wake-ups are late by up to ~100 µs here, and a
+	// later hand-over would idle the link. Never more than one frame, so
+	// the NIC holds at most the packet on the wire and the next.
+	lead := min(pacerLead, txTime(e.env.MTU+14))
+	var free time.Time // when the link is free again, as the pacer counts
+	for ctx.Err() == nil {
+		e.mu.Lock()
+		dst, prio, pkt, ok := e.nextPacket(buf)
+		e.mu.Unlock()
+		if !ok {
+			// Everything that makes a packet sendable signals: a new
+			// message, a grant, a RESEND, a silent receiver's retry.
+			select {
+			case <-ctx.Done():
+				return
+			case <-e.wake:
+			}
+			continue
+		}
+		e.tx(dst, prio, pkt)
+		if !*e.args.Pacer {
+			continue
+		}
+		now := time.Now()
+		free = maxTime(free, now).Add(txTime(len(pkt) + 8 + 20 + 14)) // + UDP, IP, Ethernet headers
+		if free.Add(-lead).After(now) {
+			transport.SleepUntil(ctx, free.Add(-lead))
+		}
+	}
+}
+
+// pacerLead bounds how early the pacer hands the NIC its next packet.
+const pacerLead = 200 * time.Microsecond
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// onControl handles what a receiver tells this sender.
+func (e *endpoint) onControl(src netip.Addr, h header, now time.Time) {
+	switch h.typ {
+	case typeBusy: // a receiver's message: its sender is busy, not lost
+		if im := e.incoming[h.id]; im != nil {
+			im.lastData = now
+			e.stats.Busy++
+		}
+		return
+	}
+	o := e.outgoing[h.id]
+	if o == nil {
+		return // finished (DONE) or unknown
+	}
+	o.lastHeard = now
+	switch h.typ {
+	case typeGrant:
+		o.granted = max(o.granted, min(int64(h.offset), o.size))
+		o.schedPrio = h.prio
+		e.signal()
+	case typeResend:
+		o.resend = append(o.resend, span{int64(h.offset), min(int64(h.offset)+int64(h.length), o.size)})
+		if e.shorterPending(o) {
+			e.control(src, header{typ: typeBusy, id: h.id})
+		}
+		e.signal()
+	case typeDone:
+		delete(e.outgoing, h.id)
+	}
+}
+
+// shorterPending reports whether another message will go before o.
+func (e *endpoint) shorterPending(o *outMsg) bool {
+	for _, x := range e.outgoing {
+		if x != o && x.pending() && x.remaining() < o.remaining() {
+			return true
+		}
+	}
+	return false
+}
+
+// retrySilent re-sends the first packet of a message whose receiver has
+// said nothing for two resend timeouts although everything it may send
+// has gone: all of its packets may have been lost, and a receiver cannot
+// ask for a message it never saw (§7.1 relies on the RPC's response for
+// this; a one-way message has none).
+func (e *endpoint) retrySilent(now time.Time) {
+	for _, o := range e.outgoing {
+		if !o.pending() && now.Sub(o.lastHeard) > 2*time.Duration(e.args.ResendAfter) {
+			o.resend = append(o.resend, span{0, min(int64(e.mtuPay), o.size)})
+			o.lastHeard = now
+			e.stats.FirstResends++
+			e.signal()
+		}
+	}
+}
