@@ -31,7 +31,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
-	"fabric/internal/netnsutil"
+	"github.com/fabric-emu/fabric/internal/netnsutil"
 )
 
 // DefaultSnaplen keeps Ethernet, IPv4, TCP with options or UDP with 64+

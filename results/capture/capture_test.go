@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"fabric/internal/testenv"
-	"fabric/results/capture"
-	"fabric/results/internal/testlab"
-	"fabric/results/pcapfile"
+	"github.com/fabric-emu/fabric/internal/testenv"
+	"github.com/fabric-emu/fabric/results/capture"
+	"github.com/fabric-emu/fabric/results/internal/testlab"
+	"github.com/fabric-emu/fabric/results/pcapfile"
 )
 
 func TestFilterProgramAssembles(t *testing.T) {

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"fabric/internal/testenv"
-	"fabric/internal/units"
-	"fabric/results/capture"
-	"fabric/results/internal/testlab"
+	"github.com/fabric-emu/fabric/internal/testenv"
+	"github.com/fabric-emu/fabric/internal/units"
+	"github.com/fabric-emu/fabric/results/capture"
+	"github.com/fabric-emu/fabric/results/internal/testlab"
 )
 
 // BenchmarkCaptureOverhead saturates a shaped router port with one TCP flow

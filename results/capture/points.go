@@ -10,7 +10,7 @@ import (
 // NODE:IFNAME:DIRECTION ("s0:eth1", "s0:eth5:out"), as in
 // `fabric capture LAB s0:eth1 s0:eth5:out -w DIR`. nsPath maps a node name
 // to its namespace path; the lab package provides it
-// (emu.NetNSPath(lab, node)), so capture does not depend on the lab's
+// (netnsutil.Path(lab, node)), so capture does not depend on the lab's
 // naming scheme.
 func ParsePoint(spec string, nsPath func(node string) string) (Point, Direction, error) {
 	parts := strings.Split(spec, ":")

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"fabric/results/stats"
+	"github.com/fabric-emu/fabric/results/stats"
 )
 
 // WriteCDFs writes one CDF file per non-empty distribution into dir:

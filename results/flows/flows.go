@@ -4,11 +4,14 @@
 //
 // # Slowdown and the ideal FCT
 //
-// slowdown = FCT / ideal, with ideal = size·8 / bottleneck rate + unloaded
-// RTT. Size is the application bytes the flow asked for, so header overhead
-// (54 of every 1514 bytes on the wire) is part of the slowdown: an unloaded
-// flow's slowdown tends to about 1.04, not 1, for long flows. This is the
-// definition HULL and Homa use.
+// slowdown = FCT / ideal, with ideal = size·8 / bottleneck rate, plus the
+// store-and-forward of the last packet at every switch on the path, plus
+// half the unloaded RTT: FCTs are one-way (scheduled start to last byte
+// at the receiver), and the ideal is the best time such a message can
+// have, Homa's slowdown 1.0 (Montazeri's thesis, Fig. 6.1). Size is the
+// application bytes the flow asked for, so header overhead (54 of every
+// 1514 bytes on the wire) is part of the slowdown: an unloaded long flow's
+// slowdown tends to about 1.04, not 1.
 //
 // The unloaded RTT must be measured in the same lab, because namespace
 // forwarding costs tens of µs per hop on this machine and no constant would
@@ -28,19 +31,35 @@ import (
 	"sort"
 	"time"
 
-	"fabric/internal/records"
-	"fabric/results/stats"
+	"github.com/fabric-emu/fabric/hosts/transport"
+	"github.com/fabric-emu/fabric/results/stats"
 )
 
 // Ideal is what a flow would achieve alone in the lab.
 type Ideal struct {
 	BottleneckBPS float64       // the slowest link on the flow's path, bit/s
 	RTT           time.Duration // unloaded RTT measured in the same lab
+	// Links is how many links the path crosses (0 when unknown: the
+	// store-and-forward term is left out).
+	Links int
 }
 
-// FCT is the ideal completion time of a flow of size bytes.
+// storeAndForward is the most of a message one switch holds before it
+// sends it on: one full-size packet.
+const storeAndForward = 1500
+
+// FCT is the ideal completion time of a message of size bytes, recorded
+// one way (from its scheduled start to its last byte at the receiver, as
+// every transport records under the contract): its transmission at the
+// bottleneck rate, the store-and-forward of its last packet at each switch
+// (min(size, 1500 B) per link after the first, at the bottleneck rate), and
+// half the unloaded RTT.
 func (i Ideal) FCT(size int64) time.Duration {
-	return time.Duration(float64(size)*8/i.BottleneckBPS*1e9) + i.RTT
+	bits := float64(size) * 8
+	if i.Links > 1 {
+		bits += float64(i.Links-1) * float64(min(size, storeAndForward)) * 8
+	}
+	return time.Duration(bits/i.BottleneckBPS*1e9) + i.RTT/2
 }
 
 // Bucket is a range of flow sizes in bytes, Min ≤ size ≤ Max.
@@ -54,7 +73,7 @@ func (b Bucket) Contains(size int64) bool { return size >= b.Min && size <= b.Ma
 
 // HULLBuckets are the two sizes of HULL's dynamic workload (§6.2, Table 4):
 // exactly 1 KB = 1000 B and 10 MB = 10,000,000 B (decimal, as in
-// shared/workloads/hull_1k_10m.cdf).
+// the built-in workload hull_1k_10m).
 var HULLBuckets = []Bucket{
 	{Name: "1KB", Min: 1000, Max: 1000},
 	{Name: "10MB", Min: 10_000_000, Max: 10_000_000},
@@ -95,14 +114,19 @@ type Analysis struct {
 	All        BucketStats   `json:"all"`
 	HULL       []BucketStats `json:"hull"`
 	Sizes      []BucketStats `json:"sizes"`
+	// Spectrum is the slowdown spectrum (Homa's Fig. 6.1), when enough
+	// flows completed; ShortHalf is the shortest 50 % of flows by count.
+	Spectrum   []SpectrumBin `json:"spectrum,omitempty"`
+	ShortHalf  BucketStats   `json:"short_half"`
 	Queries    *QueryStats   `json:"queries,omitempty"`
 	Throughput *Throughput   `json:"throughput,omitempty"`
 }
 
 // Analyze computes FCT and slowdown statistics for every completed flow,
-// incast query completion times, and per-flow throughput of long-lived
+// incast query completion times (queryResponses is how many responses a
+// query has, 0 when unknown), and per-flow throughput of long-lived
 // (sampled) flows. It fails if the ideal is not usable.
-func Analyze(set *records.Set, ideal Ideal) (*Analysis, error) {
+func Analyze(set *transport.Set, ideal Ideal, queryResponses int) (*Analysis, error) {
 	if ideal.BottleneckBPS <= 0 {
 		return nil, fmt.Errorf("flows: bottleneck rate %v bit/s must be positive", ideal.BottleneckBPS)
 	}
@@ -142,7 +166,15 @@ func Analyze(set *records.Set, ideal Ideal) (*Analysis, error) {
 	for _, b := range SizeBuckets {
 		a.Sizes = append(a.Sizes, collect(b.Name, b.Contains))
 	}
-	a.Queries = queries(set.Queries)
+	sds := make([]float64, len(all))
+	for i, s := range all {
+		sds[i] = s.sd
+	}
+	a.Spectrum = spectrum(sizes, sds)
+	a.ShortHalf = BucketStats{Bucket: "shortest 50%", sd: shortest(sizes, sds, 0.5)}
+	a.ShortHalf.N = len(a.ShortHalf.sd)
+	a.ShortHalf.Slowdown = stats.SummarizeSorted(a.ShortHalf.sd)
+	a.Queries = queries(set, queryResponses)
 	a.Throughput = throughput(set.Samples, ideal.BottleneckBPS)
 	return a, nil
 }
@@ -173,7 +205,14 @@ type QueryStats struct {
 // QCTs returns every query completion time in µs, ascending.
 func (q *QueryStats) QCTs() []float64 { return q.qct }
 
-func queries(qs []records.Query) *QueryStats {
+// queries are the trial's incast queries: the Query records when the
+// transport wrote them, else the flows grouped by their query id (a query
+// starts when its responses were scheduled and completes with the last).
+func queries(set *transport.Set, responses int) *QueryStats {
+	qs := set.Queries
+	if len(qs) == 0 {
+		qs = QueriesOf(set.Flows, responses)
+	}
 	if len(qs) == 0 {
 		return nil
 	}
@@ -186,18 +225,53 @@ func queries(qs []records.Query) *QueryStats {
 	return s
 }
 
+// QueriesOf groups the flows that carry a query id into queries: a query
+// starts with its earliest response and ends with its last. A query one of
+// whose responses is incomplete, or (with responses > 0) missing, never
+// completed and is left out.
+func QueriesOf(flows []transport.Flow, responses int) []transport.Query {
+	byID := map[uint64]*transport.Query{}
+	broken := map[uint64]bool{}
+	var order []uint64
+	for _, f := range flows {
+		if f.Query == 0 {
+			continue
+		}
+		q := byID[f.Query]
+		if q == nil {
+			q = &transport.Query{ID: f.Query, Aggregator: f.Dst, Size: f.Size, StartNS: f.StartNS, EndNS: f.EndNS}
+			byID[f.Query] = q
+			order = append(order, f.Query)
+		}
+		q.Workers++
+		q.StartNS, q.EndNS = min(q.StartNS, f.StartNS), max(q.EndNS, f.EndNS)
+		broken[f.Query] = broken[f.Query] || f.Bytes < f.Size
+	}
+	slices.Sort(order)
+	var out []transport.Query
+	for _, id := range order {
+		if q := byID[id]; !broken[id] && (responses == 0 || q.Workers == responses) {
+			out = append(out, *q)
+		}
+	}
+	return out
+}
+
 // Throughput is the per-flow throughput of long-lived flows (permutation,
-// static), from their periodic samples, and its fraction of the ideal (the
-// bottleneck rate: in a permutation every host sends and receives one flow,
-// so a flow alone on its path gets the host link rate).
+// static), from their periodic samples.
 type Throughput struct {
 	Flows    int           `json:"flows"`
 	MbpsDist stats.Summary `json:"mbps"`
-	Fraction stats.Summary `json:"fraction_of_ideal"`
-	// MeanFraction is the aggregate: total throughput over flows × ideal.
-	MeanFraction float64 `json:"mean_fraction"`
-	mbps         []float64
-	Series       []Series `json:"-"`
+	// Utilization is what the flows carried together over what their
+	// receivers' links could take: the sum of the throughputs over the
+	// number of distinct receivers times the bottleneck rate. Two flows
+	// filling one receiver's link are 1, not 0.5.
+	Utilization float64 `json:"utilization"`
+	// Jain is Jain's fairness index of the per-flow throughputs,
+	// (Σx)² / (n·Σx²): 1 when all are equal, 1/n when one takes all.
+	Jain   float64 `json:"jain"`
+	mbps   []float64
+	Series []Series `json:"-"`
 }
 
 // PerFlowMbps returns every flow's mean throughput in Mbit/s, ascending.
@@ -211,11 +285,11 @@ type Series struct {
 	Mbps    []float64 // rate over the interval ending there
 }
 
-func throughput(samples []records.Sample, idealBPS float64) *Throughput {
+func throughput(samples []transport.Sample, idealBPS float64) *Throughput {
 	if len(samples) == 0 {
 		return nil
 	}
-	byFlow := map[uint64][]records.Sample{}
+	byFlow := map[uint64][]transport.Sample{}
 	t0 := samples[0].TNS
 	for _, s := range samples {
 		byFlow[s.FlowID] = append(byFlow[s.FlowID], s)
@@ -227,8 +301,8 @@ func throughput(samples []records.Sample, idealBPS float64) *Throughput {
 	}
 	slices.Sort(ids)
 	t := &Throughput{}
-	var fractions []float64
-	var total float64
+	var total, squares float64
+	receivers := map[string]bool{}
 	for _, id := range ids {
 		ss := byFlow[id]
 		sort.Slice(ss, func(i, j int) bool { return ss[i].TNS < ss[j].TNS })
@@ -238,8 +312,9 @@ func throughput(samples []records.Sample, idealBPS float64) *Throughput {
 		first, last := ss[0], ss[len(ss)-1]
 		bps := float64(last.Bytes-first.Bytes) * 8 / (float64(last.TNS-first.TNS) / 1e9)
 		t.mbps = append(t.mbps, bps/1e6)
-		fractions = append(fractions, bps/idealBPS)
 		total += bps
+		squares += bps * bps
+		receivers[first.Dst] = true
 		ser := Series{FlowID: id, Label: first.Src + "→" + first.Dst}
 		for i := 1; i < len(ss); i++ {
 			dt := float64(ss[i].TNS-ss[i-1].TNS) / 1e9
@@ -256,7 +331,9 @@ func throughput(samples []records.Sample, idealBPS float64) *Throughput {
 		return nil
 	}
 	t.MbpsDist = stats.Summarize(t.mbps)
-	t.Fraction = stats.Summarize(fractions)
-	t.MeanFraction = total / float64(t.Flows) / idealBPS
+	t.Utilization = total / (float64(len(receivers)) * idealBPS)
+	if squares > 0 {
+		t.Jain = total * total / (float64(t.Flows) * squares)
+	}
 	return t
 }

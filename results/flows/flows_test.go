@@ -1,27 +1,37 @@
 package flows
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"fabric/internal/records"
+	"github.com/fabric-emu/fabric/hosts/transport"
 )
 
-func flow(id uint64, size, bytes int64, fct time.Duration) records.Flow {
+func flow(id uint64, size, bytes int64, fct time.Duration) transport.Flow {
 	start := int64(1_700_000_000e9) + int64(id)*1e6
-	return records.Flow{ID: id, Pattern: "dynamic", Src: "h1", Dst: "h5", Size: size, Bytes: bytes, StartNS: start, EndNS: start + int64(fct)}
+	return transport.Flow{ID: id, Pattern: "dynamic", Src: "h1", Dst: "h5", Size: size, Bytes: bytes, StartNS: start, EndNS: start + int64(fct)}
 }
 
 func TestIdealAndSlowdownHandComputed(t *testing.T) {
-	ideal := Ideal{BottleneckBPS: 1e9, RTT: 100 * time.Microsecond}
-	// 1000 B at 1 Gbit/s = 8 µs, + 100 µs RTT = 108 µs.
+	ideal := Ideal{BottleneckBPS: 1e9, RTT: 200 * time.Microsecond}
+	// 1000 B at 1 Gbit/s = 8 µs, + half the 200 µs RTT = 108 µs.
 	if got := ideal.FCT(1000); got != 108*time.Microsecond {
 		t.Fatalf("ideal FCT(1000) = %v", got)
 	}
-	set := &records.Set{Flows: []records.Flow{
+	// Across two links the switch holds the message once: 8 µs more; a
+	// long message only its last 1500 B (12 µs).
+	two := Ideal{BottleneckBPS: 1e9, RTT: 200 * time.Microsecond, Links: 2}
+	if got := two.FCT(1000); got != 116*time.Microsecond {
+		t.Fatalf("ideal FCT(1000) over two links = %v", got)
+	}
+	if got := two.FCT(10_000_000); got != 80112*time.Microsecond {
+		t.Fatalf("ideal FCT(10 MB) over two links = %v", got)
+	}
+	set := &transport.Set{Flows: []transport.Flow{
 		flow(1, 1000, 1000, 216*time.Microsecond),                // slowdown 2
 		flow(2, 1000, 1000, 108*time.Microsecond),                // slowdown 1
 		flow(3, 1000, 1000, 540*time.Microsecond),                // slowdown 5
@@ -30,7 +40,7 @@ func TestIdealAndSlowdownHandComputed(t *testing.T) {
 		flow(6, 20_000_000, 20_000_000, time.Second),
 		flow(7, 10_000_000, 4_000_000, time.Second), // cut off: incomplete
 	}}
-	a, err := Analyze(set, ideal)
+	a, err := Analyze(set, ideal, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,19 +64,19 @@ func TestIdealAndSlowdownHandComputed(t *testing.T) {
 			t.Errorf("bucket %s: %d flows, want %d", name, got, want)
 		}
 	}
-	if _, err := Analyze(set, Ideal{}); err == nil {
+	if _, err := Analyze(set, Ideal{}, 0); err == nil {
 		t.Fatal("a zero bottleneck rate must be rejected")
 	}
 }
 
 func TestQueriesAndThroughput(t *testing.T) {
 	s0 := int64(1_700_000_000e9)
-	set := &records.Set{
-		Queries: []records.Query{
+	set := &transport.Set{
+		Queries: []transport.Query{
 			{ID: 1, Workers: 8, Size: 10000, StartNS: s0, EndNS: s0 + 2_000_000},
 			{ID: 2, Workers: 8, Size: 10000, StartNS: s0, EndNS: s0 + 1_000_000},
 		},
-		Samples: []records.Sample{
+		Samples: []transport.Sample{
 			// Flow 1: 12.5 MB/s for 2 s = 100 Mbit/s.
 			{FlowID: 1, Src: "h0", Dst: "h3", TNS: s0, Bytes: 0},
 			{FlowID: 1, Src: "h0", Dst: "h3", TNS: s0 + 1e9, Bytes: 12_500_000},
@@ -76,7 +86,7 @@ func TestQueriesAndThroughput(t *testing.T) {
 			{FlowID: 2, Src: "h1", Dst: "h2", TNS: s0 + 2e9, Bytes: 12_501_000},
 		},
 	}
-	a, err := Analyze(set, Ideal{BottleneckBPS: 100e6})
+	a, err := Analyze(set, Ideal{BottleneckBPS: 100e6}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +94,9 @@ func TestQueriesAndThroughput(t *testing.T) {
 		t.Fatalf("queries %+v", q)
 	}
 	tp := a.Throughput
-	if tp.Flows != 2 || tp.MbpsDist.Min != 50 || tp.MbpsDist.Max != 100 || tp.Fraction.Min != 0.5 || tp.MeanFraction != 0.75 {
+	// Two receivers' links of 100 Mbit/s carried 150: 0.75. Jain:
+	// 150² / (2 · (100² + 50²)) = 0.9.
+	if tp.Flows != 2 || tp.MbpsDist.Min != 50 || tp.MbpsDist.Max != 100 || tp.Utilization != 0.75 || math.Abs(tp.Jain-0.9) > 1e-12 {
 		t.Fatalf("throughput %+v", tp)
 	}
 	if s := tp.Series[0]; s.Label != "h0→h3" || len(s.Mbps) != 2 || s.Mbps[1] != 100 || s.Seconds[1] != 2 {
@@ -101,5 +113,86 @@ func TestQueriesAndThroughput(t *testing.T) {
 	}
 	if !strings.HasSuffix(files[len(files)-1], "throughput.cdf.csv") {
 		t.Fatalf("files %v", files)
+	}
+}
+
+// Incast queries come from the responses' query ids when the transport
+// writes no query records: a query spans its responses, and one with a
+// missing or cut-short response did not complete.
+func TestQueriesFromFlows(t *testing.T) {
+	fl := func(q uint64, start, end, bytes int64) transport.Flow {
+		return transport.Flow{Query: q, Dst: "h0", Size: 100, Bytes: bytes, StartNS: start, EndNS: end}
+	}
+	flows := []transport.Flow{
+		fl(1, 10, 50, 100), fl(1, 10, 80, 100), // complete: 70 ns
+		fl(2, 100, 130, 100), fl(2, 100, 190, 60), // one response cut short
+		fl(3, 200, 220, 100),       // one response missing
+		{ID: 9, Size: 5, Bytes: 5}, // not an incast response
+	}
+	qs := QueriesOf(flows, 2)
+	if len(qs) != 1 || qs[0].ID != 1 || qs[0].EndNS-qs[0].StartNS != 70 || qs[0].Workers != 2 {
+		t.Fatalf("queries %+v, want only query 1 of 70 ns", qs)
+	}
+	if n := len(QueriesOf(flows, 0)); n != 2 {
+		t.Fatalf("with the response count unknown, %d queries, want 2 (1 and 3)", n)
+	}
+}
+
+// The spectrum's bins hold equal counts of flows, shortest first, with the
+// percentiles of each bin's slowdowns; the shortest half is the first five
+// bins together.
+func TestSlowdownSpectrum(t *testing.T) {
+	ideal := Ideal{BottleneckBPS: 1e9, RTT: 0}
+	var fs []transport.Flow
+	// 1000 flows: flow i has size 1000·(i/100+1) bytes, so each decile
+	// is one size; its slowdown is 1 + (i mod 100), spread 1..100.
+	for i := range 1000 {
+		size := int64(1000 * (i/100 + 1))
+		sd := float64(1 + i%100)
+		fct := time.Duration(float64(ideal.FCT(size)) * sd)
+		fs = append(fs, flow(uint64(1000-i), size, size, fct)) // ids run against sizes
+	}
+	a, err := Analyze(&transport.Set{Flows: fs}, ideal, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Spectrum) != SpectrumBins {
+		t.Fatalf("%d bins, want %d", len(a.Spectrum), SpectrumBins)
+	}
+	for k, b := range a.Spectrum {
+		want := int64(1000 * (k + 1))
+		if b.N != 100 || b.MinSize != want || b.MaxSize != want {
+			t.Errorf("bin %d: %d flows of %d..%d B, want 100 of %d B", k, b.N, b.MinSize, b.MaxSize, want)
+		}
+		if math.Abs(b.P50-50) > 1e-6 || math.Abs(b.P99-99) > 1e-6 {
+			t.Errorf("bin %d: slowdown p50 %v p99 %v, want 50 and 99", k, b.P50, b.P99)
+		}
+	}
+	if a.ShortHalf.N != 500 || a.ShortHalf.Slowdown.Max > 100+1e-6 {
+		t.Errorf("shortest half: %d flows, max slowdown %v", a.ShortHalf.N, a.ShortHalf.Slowdown.Max)
+	}
+	// Too few flows for a 99th percentile per bin: no spectrum.
+	b, _ := Analyze(&transport.Set{Flows: fs[:150]}, ideal, 0)
+	if b.Spectrum != nil {
+		t.Errorf("a spectrum from 150 flows")
+	}
+}
+
+// Two flows that fill one receiver's 100 Mbit/s link between them (47.8
+// Mbit/s each, as HULL Table 1's do here) use it at 0.956, not 0.478.
+func TestUtilizationOfASharedBottleneck(t *testing.T) {
+	s0 := int64(1_700_000_000e9)
+	var samples []transport.Sample
+	for id, src := range []string{"h1", "h2"} {
+		samples = append(samples,
+			transport.Sample{FlowID: uint64(id + 1), Src: src, Dst: "h0", TNS: s0, Bytes: 0},
+			transport.Sample{FlowID: uint64(id + 1), Src: src, Dst: "h0", TNS: s0 + 10e9, Bytes: 59_750_000})
+	}
+	a, err := Analyze(&transport.Set{Samples: samples}, Ideal{BottleneckBPS: 100e6}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := a.Throughput.Utilization; u < 0.9 || math.Abs(u-0.956) > 1e-9 || a.Throughput.Jain != 1 {
+		t.Fatalf("utilization %v, Jain %v; want 0.956 and 1", u, a.Throughput.Jain)
 	}
 }

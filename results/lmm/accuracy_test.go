@@ -18,12 +18,14 @@ import (
 	"testing"
 	"time"
 
-	"fabric/emu"
-	"fabric/internal/testenv"
-	"fabric/results/capture"
-	"fabric/results/internal/testlab"
-	"fabric/results/lmm"
-	"fabric/results/stats"
+	"github.com/fabric-emu/fabric/internal/netnsutil"
+
+	"github.com/fabric-emu/fabric/emu"
+	"github.com/fabric-emu/fabric/internal/testenv"
+	"github.com/fabric-emu/fabric/results/capture"
+	"github.com/fabric-emu/fabric/results/internal/testlab"
+	"github.com/fabric-emu/fabric/results/lmm"
+	"github.com/fabric-emu/fabric/results/stats"
 )
 
 const (
@@ -131,7 +133,7 @@ func TestSwitchLatencyAccuracyStarLab(t *testing.T) {
 		return nil
 	}
 	point := func(i *emu.Iface) capture.Point {
-		return capture.Point{NetNS: emu.NetNSPath(lab.Name, "s0"), Ifname: i.Name, Label: i.Label()}
+		return capture.Point{NetNS: netnsutil.Path(lab.Name, "s0"), Ifname: i.Name, Label: i.Label()}
 	}
 	receiver := lab.Graph.Node("h2")
 	var rx *net.UDPConn

@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"testing"
 
-	"fabric/results/internal/synth"
-	"fabric/results/stats"
+	"github.com/fabric-emu/fabric/results/internal/synth"
+	"github.com/fabric-emu/fabric/results/stats"
 )
 
 // benchPackets is the size of the synthetic pair. `make bench` sets

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"fabric/results/internal/synth"
-	"fabric/results/stats"
+	"github.com/fabric-emu/fabric/results/internal/synth"
+	"github.com/fabric-emu/fabric/results/stats"
 )
 
 func TestMatchSyntheticAgainstGroundTruth(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"io"
 	"os"
 
-	"fabric/results/pcapfile"
+	"github.com/fabric-emu/fabric/results/pcapfile"
 )
 
 // parsed is one frame, already keyed, as a source hands it to the merge.

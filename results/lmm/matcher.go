@@ -23,7 +23,7 @@ import (
 	"slices"
 	"time"
 
-	"fabric/results/stats"
+	"github.com/fabric-emu/fabric/results/stats"
 )
 
 // Mode selects which packets are matched.

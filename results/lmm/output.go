@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"fabric/results/stats"
+	"github.com/fabric-emu/fabric/results/stats"
 )
 
 // PacketsHeader is the first line of the per-packet CSV.

@@ -13,24 +13,42 @@ import (
 	"strings"
 	"time"
 
-	"fabric/internal/records"
-	"fabric/results/capture"
-	"fabric/results/flows"
-	"fabric/results/lmm"
-	"fabric/results/stats"
+	"github.com/fabric-emu/fabric/hosts/transport"
+	"github.com/fabric-emu/fabric/results/capture"
+	"github.com/fabric-emu/fabric/results/flows"
+	"github.com/fabric-emu/fabric/results/lmm"
+	"github.com/fabric-emu/fabric/results/stats"
 )
 
 // Meta is what report reads from a trial's meta.json. The runner writes
 // more (resolved config, versions, seed); unknown fields are ignored.
 type Meta struct {
-	Scheme string  `json:"scheme"`
-	Load   float64 `json:"load"`
-	Point  string  `json:"point"`
-	Trial  int     `json:"trial"`
+	Scheme     string       `json:"scheme"`
+	SchemeName string       `json:"scheme_name,omitempty"`
+	Pattern    string       `json:"pattern,omitempty"`
+	Paper      string       `json:"paper,omitempty"`
+	Sweep      []SweepValue `json:"sweep,omitempty"`
+	// PointSpec.Index orders the rows as the experiment file does.
+	PointSpec struct {
+		Index int `json:"index"`
+	} `json:"point_spec"`
+	Load  float64 `json:"load"`
+	Point string  `json:"point"`
+	Trial int     `json:"trial"`
 	// BottleneckBPS and UnloadedRTTNS define the ideal FCT for slowdowns
 	// (see package flows for how the RTT is measured).
 	BottleneckBPS float64 `json:"bottleneck_bps"`
 	UnloadedRTTNS int64   `json:"unloaded_rtt_ns"`
+	// PathLinks is how many links the bottleneck's path crosses, for the
+	// ideal's store-and-forward (0 in trials from before it was recorded).
+	PathLinks int `json:"path_links,omitempty"`
+	// QueryResponses is how many responses an incast query has (0: no
+	// incast), so that a query missing one is not counted as complete.
+	QueryResponses int `json:"query_responses,omitempty"`
+	// ScaleFactor is s of the scaling rule: the paper's rate over the
+	// bottleneck's; the paper's times are the measured ones divided by it
+	// (0: the experiment states no paper rate).
+	ScaleFactor float64 `json:"scale_factor,omitempty"`
 	// Fidelity carries the runner's CPU and rate figures.
 	Fidelity *Fidelity `json:"fidelity,omitempty"`
 }
@@ -49,7 +67,8 @@ func LoadTrial(dir string) (*TrialSummary, error) {
 	if err := json.Unmarshal(b, &meta); err != nil {
 		return nil, fmt.Errorf("report: %s: %s", metaPath, jsonErrorPosition(b, err))
 	}
-	t := &TrialSummary{Scheme: meta.Scheme, Load: meta.Load, Point: meta.Point, Trial: meta.Trial, Dir: dir}
+	t := &TrialSummary{Scheme: meta.Scheme, SchemeName: meta.SchemeName, Pattern: meta.Pattern, Paper: meta.Paper, Sweep: meta.Sweep,
+		PointIndex: meta.PointSpec.Index, Load: meta.Load, Point: meta.Point, Trial: meta.Trial, Dir: dir, ScaleFactor: meta.ScaleFactor}
 	if meta.Fidelity != nil {
 		t.Fidelity = *meta.Fidelity
 	}
@@ -186,7 +205,7 @@ func ReadCDF(path string) ([]stats.Point, error) {
 }
 
 func (t *TrialSummary) loadFlows(dir string, meta Meta) error {
-	set, err := records.ReadDir(dir)
+	set, err := transport.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
@@ -197,7 +216,7 @@ func (t *TrialSummary) loadFlows(dir string, meta Meta) error {
 		return fmt.Errorf("report: %s: field bottleneck_bps must be set (> 0) to compute slowdowns of %d flows",
 			filepath.Join(dir, MetaFile), len(set.Flows))
 	}
-	a, err := flows.Analyze(set, flows.Ideal{BottleneckBPS: meta.BottleneckBPS, RTT: time.Duration(meta.UnloadedRTTNS)})
+	a, err := flows.Analyze(set, flows.Ideal{BottleneckBPS: meta.BottleneckBPS, RTT: time.Duration(meta.UnloadedRTTNS), Links: meta.PathLinks}, meta.QueryResponses)
 	if err != nil {
 		return fmt.Errorf("report: %s: %w", dir, err)
 	}
@@ -215,6 +234,16 @@ func (t *TrialSummary) loadFlows(dir string, meta Meta) error {
 		s := a.All.Slowdown
 		t.SlowdownAll = &s
 	}
+	if a.ShortHalf.N > 0 {
+		s := a.ShortHalf.Slowdown
+		t.ShortHalf = &s
+	}
+	t.Spectrum = a.Spectrum
+	for _, b := range a.Sizes {
+		if b.N > 0 {
+			t.SizeSlowdown = append(t.SizeSlowdown, b)
+		}
+	}
 	if q := a.Queries; q != nil {
 		s := q.QCTUS
 		t.QCTUS = &s
@@ -223,7 +252,7 @@ func (t *TrialSummary) loadFlows(dir string, meta Meta) error {
 	if tp := a.Throughput; tp != nil {
 		s := tp.MbpsDist
 		t.ThroughputMbp = &s
-		t.ThroughputFraction = tp.MeanFraction
+		t.Utilization, t.Jain, t.PerFlowMbps = tp.Utilization, tp.Jain, tp.PerFlowMbps()
 		for _, ser := range tp.Series {
 			t.Throughput = append(t.Throughput, TimeSeries{Label: ser.Label, Seconds: ser.Seconds, Mbps: ser.Mbps})
 		}

@@ -15,8 +15,11 @@
 package report
 
 import (
-	"fabric/results/lmm"
-	"fabric/results/stats"
+	"encoding/json"
+
+	"github.com/fabric-emu/fabric/results/flows"
+	"github.com/fabric-emu/fabric/results/lmm"
+	"github.com/fabric-emu/fabric/results/stats"
 )
 
 // Fidelity says whether a trial's numbers can be believed. The runner fills
@@ -31,20 +34,45 @@ type Fidelity struct {
 	CPUSaturated bool `json:"cpu_saturated"`
 	// MinCPUIdlePct is the lowest CPU idle percentage sampled, if known.
 	MinCPUIdlePct float64 `json:"min_cpu_idle_pct,omitempty"`
-	// RateShortfall is the worst achieved/configured port rate below 1,
-	// if the runner measured it (0 when unknown).
-	RateShortfall float64 `json:"rate_shortfall,omitempty"`
+	// RateAchievedFraction is the lowest achieved/expected rate of the
+	// watched ports when below 1, if the runner measured it (0 when
+	// unknown). Runs before it had this name wrote it as rate_shortfall,
+	// which UnmarshalJSON still reads.
+	RateAchievedFraction float64 `json:"rate_achieved_fraction,omitempty"`
 	// LMMUnmatched is how many packets the switch dropped (seen at ingress,
 	// never left); not a fidelity problem in itself, but reported.
 	LMMUnmatched int64 `json:"lmm_unmatched"`
+	// DelayLinesUnfaithful is set when the lab's delay lines released
+	// packets too late or dropped some nobody asked them to.
+	DelayLinesUnfaithful bool `json:"delay_lines_unfaithful,omitempty"`
 	// IncompleteFlows were cut off or failed.
 	IncompleteFlows int      `json:"incomplete_flows"`
 	Notes           []string `json:"notes,omitempty"`
 }
 
+// UnmarshalJSON reads a fidelity record, including the old name of
+// RateAchievedFraction (rate_shortfall, which held the same value).
+func (f *Fidelity) UnmarshalJSON(b []byte) error {
+	type plain Fidelity
+	var v struct {
+		plain
+		OldRate float64 `json:"rate_shortfall"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*f = Fidelity(v.plain)
+	if f.RateAchievedFraction == 0 {
+		f.RateAchievedFraction = v.OldRate
+	}
+	return nil
+}
+
 // Faithful is false when the trial should not be believed: the CPU could
 // not keep up or the capture missed packets.
-func (f Fidelity) Faithful() bool { return !f.CPUSaturated && f.CaptureDrops == 0 }
+func (f Fidelity) Faithful() bool {
+	return !f.CPUSaturated && f.CaptureDrops == 0 && !f.DelayLinesUnfaithful
+}
 
 // Flags is a short text for tables: "ok", or what went wrong.
 func (f Fidelity) Flags() string {
@@ -54,6 +82,9 @@ func (f Fidelity) Flags() string {
 	}
 	if f.CaptureDrops > 0 {
 		s = append(s, "capture-drops")
+	}
+	if f.DelayLinesUnfaithful {
+		s = append(s, "delay-lines")
 	}
 	if len(s) == 0 {
 		return "ok"
@@ -69,23 +100,46 @@ func (f Fidelity) Flags() string {
 // can fill directly. Statistics are in the units their names say; a nil
 // pointer means "not measured in this trial".
 type TrialSummary struct {
-	Scheme string  `json:"scheme"`
-	Load   float64 `json:"load"` // offered load as a fraction of the bottleneck (0.4 = 40%)
-	Point  string  `json:"point"`
-	Trial  int     `json:"trial"`
-	Dir    string  `json:"dir,omitempty"`
+	// Scheme is the row label (the scheme and its non-load sweep values)
+	// and SchemeName the scheme alone (empty in runs from before it was
+	// recorded).
+	Scheme     string `json:"scheme"`
+	SchemeName string `json:"scheme_name,omitempty"`
+	// Pattern is the traffic pattern and Paper the published table the
+	// experiment reproduces, which choose the report's tables.
+	Pattern string `json:"pattern,omitempty"`
+	Paper   string `json:"paper,omitempty"`
+	// Sweep is the point's swept values other than the scheme, and
+	// PointIndex the point's place in the experiment's sweep.
+	Sweep      []SweepValue `json:"sweep,omitempty"`
+	PointIndex int          `json:"point_index,omitempty"`
+	Load       float64      `json:"load"` // offered load as a fraction of the bottleneck (0.4 = 40%)
+	Point      string       `json:"point"`
+	Trial      int          `json:"trial"`
+	Dir        string       `json:"dir,omitempty"`
+	// ScaleFactor is the scaling rule's s for this trial (Meta.ScaleFactor).
+	ScaleFactor float64 `json:"scale_factor,omitempty"`
 
 	SwitchLatencyUS *stats.Summary `json:"switch_latency_us,omitempty"`
 	LMM             *lmm.Counts    `json:"lmm,omitempty"`
 
-	FCT1KBUS      *stats.Summary `json:"fct_1kb_us,omitempty"`
-	FCT10MBUS     *stats.Summary `json:"fct_10mb_us,omitempty"`
-	SlowdownAll   *stats.Summary `json:"slowdown_all,omitempty"`
-	QCTUS         *stats.Summary `json:"qct_us,omitempty"`
-	ThroughputMbp *stats.Summary `json:"throughput_mbps,omitempty"`
-	// ThroughputFraction is the aggregate throughput of long-lived flows
-	// over their ideal (permutation, static).
-	ThroughputFraction float64 `json:"throughput_fraction,omitempty"`
+	FCT1KBUS    *stats.Summary `json:"fct_1kb_us,omitempty"`
+	FCT10MBUS   *stats.Summary `json:"fct_10mb_us,omitempty"`
+	SlowdownAll *stats.Summary `json:"slowdown_all,omitempty"`
+	// ShortHalf is the slowdown of the shortest 50 % of flows by count,
+	// and Spectrum the slowdown spectrum (results/flows), when measured.
+	ShortHalf     *stats.Summary      `json:"slowdown_short_half,omitempty"`
+	Spectrum      []flows.SpectrumBin `json:"spectrum,omitempty"`
+	QCTUS         *stats.Summary      `json:"qct_us,omitempty"`
+	ThroughputMbp *stats.Summary      `json:"throughput_mbps,omitempty"`
+	// Utilization and Jain are the long-lived flows' use of their
+	// receivers' links and Jain's fairness index (flows.Throughput);
+	// PerFlowMbps every flow's throughput, ascending.
+	Utilization float64   `json:"utilization,omitempty"`
+	Jain        float64   `json:"jain,omitempty"`
+	PerFlowMbps []float64 `json:"-"`
+	// SizeSlowdown is the slowdown per flow-size range (flows.SizeBuckets).
+	SizeSlowdown []flows.BucketStats `json:"size_slowdown,omitempty"`
 
 	Fidelity Fidelity `json:"fidelity"`
 
@@ -94,6 +148,12 @@ type TrialSummary struct {
 	FCT1KBCDF  []stats.Point `json:"-"` // µs
 	QCTCDF     []stats.Point `json:"-"` // µs
 	Throughput []TimeSeries  `json:"-"`
+}
+
+// SweepValue is one swept key's value at a point, as the report shows it.
+type SweepValue struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
 }
 
 // TimeSeries is one flow's throughput over time.

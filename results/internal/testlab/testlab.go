@@ -17,8 +17,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"fabric/internal/nstest"
-	"fabric/results/capture"
+	"github.com/fabric-emu/fabric/internal/nstest"
+	"github.com/fabric-emu/fabric/results/capture"
 )
 
 // Receiver is the receiving host's node name.
