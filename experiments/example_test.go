@@ -6,7 +6,7 @@ import (
 	"os"
 	"os/signal"
 
-	"fabric/experiments"
+	"github.com/fabric-emu/fabric/experiments"
 )
 
 // Run a built-in scenario from Go, as `fabric run hull/table1 --quick`

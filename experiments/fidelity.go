@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fabric-emu/fabric/tc/delay"
 )
 
 // An emulation is only as good as the CPU behind it: when the cores are
@@ -168,16 +170,63 @@ type PortRate struct {
 
 // FidelityRecord is fidelity.json in a trial directory.
 type FidelityRecord struct {
-	CPUSamples     int        `json:"cpu_samples"`
-	CPUMinIdlePct  float64    `json:"cpu_min_idle_pct"`
-	CPUBusyFrac    float64    `json:"cpu_busy_fraction"` // samples under 20% idle
-	CPUSaturated   bool       `json:"cpu_saturated"`
-	CaptureDrops   uint64     `json:"capture_drops"`
-	Ports          []PortRate `json:"ports,omitempty"`
-	Unfaithful     bool       `json:"unfaithful"`
-	Advice         string     `json:"advice,omitempty"`
-	PacerErrors    []string   `json:"pacer_errors,omitempty"`
-	EndpointErrors []string   `json:"endpoint_errors,omitempty"`
+	CPUSamples    int        `json:"cpu_samples"`
+	CPUMinIdlePct float64    `json:"cpu_min_idle_pct"`
+	CPUBusyFrac   float64    `json:"cpu_busy_fraction"` // samples under 20% idle
+	CPUSaturated  bool       `json:"cpu_saturated"`
+	CaptureDrops  uint64     `json:"capture_drops"`
+	Ports         []PortRate `json:"ports,omitempty"`
+	Unfaithful    bool       `json:"unfaithful"`
+	Advice        string     `json:"advice,omitempty"`
+	PacerErrors   []string   `json:"pacer_errors,omitempty"`
+	// DelayLines is how the lab's delay lines kept their delays.
+	DelayLines     *DelayFidelity `json:"delay_lines,omitempty"`
+	EndpointErrors []string       `json:"endpoint_errors,omitempty"`
+}
+
+// DelayFidelity is what the delay lines did during a trial's traffic.
+type DelayFidelity struct {
+	Lines   int    `json:"lines"`
+	Packets uint64 `json:"packets"`
+	Lost    uint64 `json:"lost"` // dropped because a link's loss asked
+	// Unasked counts packets the lines dropped without being asked (a full
+	// queue): any makes the trial unfaithful.
+	Unasked uint64 `json:"unasked_drops"`
+	// Lateness beyond each packet's delay, µs.
+	LatenessP50US float64 `json:"lateness_p50_us"`
+	LatenessP99US float64 `json:"lateness_p99_us"`
+	LatenessMaxUS float64 `json:"lateness_max_us"`
+	// LimitUS is the p99 lateness above which the trial is unfaithful:
+	// max(10 % of the shortest delay, 50 µs).
+	LimitUS float64 `json:"limit_us"`
+	Late    bool    `json:"late"`
+	// LoopCPUPerPacketUS is the lines' thread's CPU per packet, µs.
+	LoopCPUPerPacketUS float64 `json:"loop_cpu_per_packet_us"`
+}
+
+// delayFidelity judges the lines' counters over the traffic phase.
+func delayFidelity(lines []delay.Line, before, after delay.Stats, cpu time.Duration) *DelayFidelity {
+	d := after.Since(before)
+	t := d.Totals()
+	shortest := time.Duration(1<<63 - 1)
+	for _, l := range lines {
+		if l.Delay > 0 {
+			shortest = min(shortest, l.Delay)
+		}
+	}
+	limit := 50 * time.Microsecond
+	if shortest < time.Duration(1<<63-1) {
+		limit = max(shortest/10, limit)
+	}
+	us := func(v time.Duration) float64 { return float64(v) / 1e3 }
+	f := &DelayFidelity{Lines: len(lines), Packets: t.Packets, Lost: t.Lost, Unasked: t.Overflow,
+		LatenessP50US: us(d.Lateness(0.5)), LatenessP99US: us(d.Lateness(0.99)), LatenessMaxUS: us(d.MaxLateness()),
+		LimitUS: us(limit)}
+	f.Late = d.Lateness(0.99) > limit
+	if n := d.Released(); n > 0 {
+		f.LoopCPUPerPacketUS = us(cpu) / float64(n)
+	}
+	return f
 }
 
 // advice says how to make an unfaithful trial believable.
@@ -188,6 +237,12 @@ func (f *FidelityRecord) advice(spec *Spec) string {
 	}
 	if f.CaptureDrops > 0 {
 		why = append(why, fmt.Sprintf("the captures dropped %d packets", f.CaptureDrops))
+	}
+	if d := f.DelayLines; d != nil && d.Late {
+		why = append(why, fmt.Sprintf("the delay lines released packets %.0f µs late at the 99th percentile (limit %.0f µs)", d.LatenessP99US, d.LimitUS))
+	}
+	if d := f.DelayLines; d != nil && d.Unasked > 0 {
+		why = append(why, fmt.Sprintf("the delay lines dropped %d packets nobody asked them to", d.Unasked))
 	}
 	if len(why) == 0 {
 		return ""

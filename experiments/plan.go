@@ -3,24 +3,27 @@ package experiments
 import (
 	"fmt"
 	"hash/fnv"
-	"os"
-	"path/filepath"
 	"time"
 
-	"fabric/emu"
-	"fabric/hosts/endpoint"
-	"fabric/hosts/workload"
-	"fabric/internal/units"
-	"fabric/tc"
+	"github.com/fabric-emu/fabric/emu"
+	"github.com/fabric-emu/fabric/internal/units"
+	"github.com/fabric-emu/fabric/tc"
 )
 
-// trialPlan is who runs what in one trial.
+// trialPlan is what one trial sends and what it watches.
 type trialPlan struct {
-	servers, clients []endpoint.Config
-	dataSenders      []string // hosts whose NIC gets the pacer
-	bottleneckBPS    float64
-	rttFrom, rttTo   string
-	ports            []watchedPort
+	schedule      *Schedule
+	dataSenders   []string // hosts whose NIC gets the pacer
+	receiver      string   // the host whose link is the bottleneck
+	bottleneckBPS float64
+	rttFrom       string // the receiver and a sender: the ideal FCT's RTT
+	rttTo         string
+	pathLinks     int    // links between rttFrom and rttTo
+	farFrom       string // the lab's two farthest hosts: the contract's RTT
+	farTo         string
+	ports         []watchedPort
+	// queryResponses is how many responses each incast query has.
+	queryResponses int
 }
 
 // watchedPort is a switch port whose achieved rate the monitor reports.
@@ -31,147 +34,101 @@ type watchedPort struct {
 	expected float64
 }
 
-// plan turns the traffic section and point into endpoint configurations.
-func (r *runner) plan(lab *emu.Lab, p Point, scheme Scheme, seed uint64, dir string, cdf *workload.CDF) (*trialPlan, error) {
-	spec := r.spec
-	t := spec.Traffic
-	addr := func(h string) endpoint.Peer { return endpoint.Peer{Name: h, Addr: lab.Graph.Node(h).Addr} }
-	peers := func(hs []string) []endpoint.Peer {
-		var out []endpoint.Peer
-		for _, h := range hs {
-			out = append(out, addr(h))
-		}
-		return out
+// Schedule computes the messages of one trial of point p: from the traffic
+// section, the point and seed alone, so that every scheme of a trial (and a
+// rerun with the same seed) carries the same messages.
+func (s *Spec) Schedule(g *emu.Graph, p Point, seed uint64) (*Schedule, error) {
+	t := s.Traffic
+	var hosts []ScheduleHost
+	rates := map[string]float64{}
+	for _, h := range g.Hosts() {
+		hosts = append(hosts, ScheduleHost{Name: h.Name, Addr: h.Addr})
+		rates[h.Name] = float64(h.Ifaces[0].Link.Rate)
 	}
-	ecn := endpoint.ECNOff
-	if scheme.ECN.On(needsECN(scheme.CC)) {
-		ecn = endpoint.ECNOn
-	}
-	ccFlag := scheme.CC
-	if needsECN(scheme.CC) && lab.Spec.Hosts.Runtime != "" && lab.Spec.Hosts.Runtime != emu.DefaultRuntime {
-		// A container cannot inspect the host's BPF registrations, which
-		// the endpoint does to check a BPF congestion control; the hosts'
-		// default is already this one (Spec.labFor), so sockets get it
-		// without asking.
-		ccFlag = ""
-	}
-	base := func(pattern endpoint.Pattern, host string) endpoint.Config {
-		return endpoint.Config{
-			Pattern: pattern, Host: host, RunDir: dir, Seed: hostSeed(seed, host),
-			CC: ccFlag, ECN: ecn, DSCP: endpoint.DSCPPolicy{Classes: scheme.DSCP},
-		}
-	}
-	// Request/response clients wait this long for responses in flight.
-	drain := min(max(spec.Duration/3, 2*time.Second), 10*time.Second)
-	pl := &trialPlan{}
-	serverSet := map[string]bool{}
-	addServer := func(h string) {
-		if !serverSet[h] {
-			serverSet[h] = true
-			pl.servers = append(pl.servers, base(endpoint.Server, h))
-		}
-	}
-	var receiver string // the host whose link is the bottleneck
-	clients, servers := spec.clients(), spec.servers()
+	b := newScheduleBuilder(t.Pattern, s.Duration, hosts, seed)
+	clients, servers := s.clients(), s.servers()
+	flows := max(p.Flows, 1)
 	switch t.Pattern {
 	case "dynamic":
-		for _, h := range servers {
-			addServer(h)
-		}
-		for _, c := range clients {
-			cfg := base(endpoint.Dynamic, c)
-			cfg.Peers, cfg.Duration, cfg.Drain = peers(without(servers, c)), spec.Duration, drain
-			cfg.Workload, cfg.Load, cfg.ConnsPerServer = cdf, p.Load, t.Conns
-			cfg.LinkRate = hostRate(lab, c)
-			pl.clients = append(pl.clients, cfg)
-		}
-		pl.dataSenders, receiver = servers, clients[0]
+		b.dynamic(clients, servers, rates, s.scheduleClasses(p))
 	case "incast":
-		workers := servers
-		if p.Senders > 0 {
-			workers = servers[:p.Senders]
-		}
-		for _, h := range workers {
-			addServer(h)
-		}
-		cfg := base(endpoint.Incast, clients[0])
-		cfg.Peers, cfg.Duration, cfg.Drain = peers(workers), spec.Duration, drain
-		cfg.Size, cfg.Rounds, cfg.Gap = p.Size, t.Rounds, t.Gap
-		pl.clients = append(pl.clients, cfg)
-		pl.dataSenders, receiver = workers, clients[0]
+		workers := firstN(servers, p.Senders)
+		b.incast(clients[0], workers, int64(p.Size), s.incastInterval(p, len(workers), rates[clients[0]]), t.Rounds)
 	case "static":
-		senders := clients
-		if p.Senders > 0 {
-			senders = clients[:p.Senders]
+		var pairs [][2]string
+		for _, c := range firstN(clients, p.Senders) {
+			for _, srv := range without(servers, c) {
+				pairs = append(pairs, [2]string{c, srv})
+			}
 		}
-		for _, h := range servers {
-			addServer(h)
-		}
-		for _, c := range senders {
-			cfg := base(endpoint.Static, c)
-			cfg.Peers, cfg.Duration, cfg.Flows = peers(without(servers, c)), spec.Duration, p.Flows
-			pl.clients = append(pl.clients, cfg)
-		}
-		pl.dataSenders, receiver = senders, servers[0]
+		b.streams(pairs, flows)
 	case "permutation":
-		all := hostNamesOf(lab)
-		perm := endpoint.Derangement(len(all), seed)
-		for _, h := range all {
-			addServer(h)
-		}
+		all := hostNamesOf(g)
+		perm := Derangement(len(all), seed)
+		var pairs [][2]string
 		for i, h := range all {
-			cfg := base(endpoint.Permutation, h)
-			cfg.Peers, cfg.Duration, cfg.Flows = []endpoint.Peer{addr(all[perm[i]])}, spec.Duration, p.Flows
-			pl.clients = append(pl.clients, cfg)
+			pairs = append(pairs, [2]string{h, all[perm[i]]})
 		}
-		pl.dataSenders, receiver = all, all[perm[0]]
+		b.streams(pairs, flows)
+	default:
+		return nil, fmt.Errorf("traffic pattern %q has no schedule", t.Pattern)
 	}
-	if pr := spec.Measure.Probe; pr != nil {
-		addServer(pr.To)
-		cfg := base(endpoint.Probe, pr.From)
-		cfg.Peers, cfg.Duration = []endpoint.Peer{addr(pr.To)}, spec.Duration
-		pl.clients = append(pl.clients, cfg)
+	return b.done(), nil
+}
+
+// scheduleClasses are the dynamic pattern's independent streams: one
+// class of the traffic's workload at the point's load.
+func (s *Spec) scheduleClasses(p Point) []scheduleClass {
+	return []scheduleClass{{cdf: s.cdfs[s.WorkloadOf(p)], load: p.Load, arrival: s.Traffic.Arrival}}
+}
+
+// incastInterval is the time between incast queries: traffic.interval, or
+// else the gap plus twice the time the aggregator's link needs for all N
+// responses, so that queries seldom overlap while the schedule stays open
+// loop (a query never waits for the previous one).
+func (s *Spec) incastInterval(p Point, n int, aggregatorBPS float64) time.Duration {
+	if s.Traffic.Interval > 0 {
+		return s.Traffic.Interval
 	}
+	ideal := time.Duration(float64(n) * float64(p.Size) * 8 / aggregatorBPS * 1e9)
+	return s.Traffic.Gap + max(2*ideal, time.Millisecond)
+}
+
+// plan decides who sends what in one trial, and what the monitor watches.
+func (r *runner) plan(lab *emu.Lab, p Point, seed uint64) (*trialPlan, error) {
+	sched, err := r.spec.Schedule(lab.Graph, p, seed)
+	if err != nil {
+		return nil, err
+	}
+	pl := &trialPlan{schedule: sched}
+	if r.spec.Traffic.Pattern == "incast" {
+		pl.queryResponses = len(firstN(r.spec.servers(), p.Senders))
+	}
+	pl.dataSenders, pl.receiver = r.spec.bottleneck(lab.Graph, sched)
+	pl.farFrom, pl.farTo = farthestHosts(lab.Graph)
 	// The bottleneck is the switch port facing the receiver, at the rate
 	// the scheme gives it.
-	rx := lab.Graph.Node(receiver).Ifaces[0].Peer
+	rx := lab.Graph.Node(pl.receiver).Ifaces[0].Peer
 	rate, err := portRate(lab.Spec, rx)
 	if err != nil {
 		return nil, err
 	}
 	pl.bottleneckBPS = float64(rate)
-	other := ""
-	for _, s := range pl.dataSenders {
-		if s != receiver {
-			other = s
-			break
-		}
-	}
-	pl.rttFrom, pl.rttTo = receiver, other
+	pl.rttFrom, pl.rttTo = pl.receiver, firstOther(pl.dataSenders, pl.receiver)
+	pl.pathLinks = pathLinks(lab.Graph, pl.rttFrom, pl.rttTo)
 	expected := float64(rate)
-	if t.Pattern == "dynamic" {
+	switch r.spec.Traffic.Pattern {
+	case "dynamic":
 		expected *= p.Load
-	} else if t.Pattern == "incast" {
+	case "incast":
 		expected = 0 // bursts: no steady rate to expect
 	}
-	watch := func(i *emu.Iface, exp float64) error {
-		target, err := lab.PortTarget(i.Node.Name, i.Name)
-		if err != nil {
-			return err
-		}
-		rt, err := portRate(lab.Spec, i)
-		if err != nil {
-			return err
-		}
-		pl.ports = append(pl.ports, watchedPort{label: i.Label(), target: target, rate: rt, expected: exp})
-		return nil
-	}
-	if err := watch(rx, expected); err != nil {
+	if err := pl.watch(lab, rx, expected); err != nil {
 		return nil, err
 	}
-	if l := spec.Measure.LMM; l != nil {
+	if l := r.spec.Measure.LMM; l != nil {
 		if i := lab.Graph.Node(l.Switch).Iface(l.To); i != nil && i != rx {
-			if err := watch(i, 0); err != nil {
+			if err := pl.watch(lab, i, 0); err != nil {
 				return nil, err
 			}
 		}
@@ -179,45 +136,84 @@ func (r *runner) plan(lab *emu.Lab, p Point, scheme Scheme, seed uint64, dir str
 	return pl, nil
 }
 
-// containerRunDir prepares the records directory for container hosts
-// inside the lab's run directory, with a copy of the workload file there
-// (a container sees no other host path).
-func containerRunDir(lab *emu.Lab, cdf *workload.CDF) (string, *workload.CDF, error) {
-	d := filepath.Join(emu.LabDir(lab.Name), "records")
-	if err := os.MkdirAll(d, 0o755); err != nil {
-		return "", nil, err
+// bottleneck names the hosts that send data and the host whose link is the
+// bottleneck: the first receiver of the schedule (the dynamic client, the
+// incast aggregator, the static servers' first, the permutation's first
+// destination).
+func (s *Spec) bottleneck(g *emu.Graph, sched *Schedule) (senders []string, receiver string) {
+	seen := map[string]bool{}
+	for i := range sched.Len() {
+		m := sched.Message(i)
+		if receiver == "" {
+			receiver = m.Dst
+		}
+		if !seen[m.Src] {
+			seen[m.Src] = true
+			senders = append(senders, m.Src)
+		}
 	}
-	if cdf == nil {
-		return d, nil, nil
+	if receiver == "" { // an empty schedule (a very short duration): the traffic's first client
+		receiver = s.clients()[0]
 	}
-	b, err := os.ReadFile(cdf.File)
-	if err != nil {
-		return "", nil, err
-	}
-	inside := filepath.Join(d, filepath.Base(cdf.File))
-	if err := os.WriteFile(inside, b, 0o644); err != nil {
-		return "", nil, err
-	}
-	c := *cdf
-	c.File = inside
-	return d, &c, nil
+	return senders, receiver
 }
 
-// moveRecords copies the endpoints' record files from src to dst.
-func moveRecords(src, dst string) error {
-	files, err := filepath.Glob(filepath.Join(src, "records-*.jsonl"))
+// farthestHosts are the first host and the host most switch hops from it:
+// the contract tells transports the RTT between them (the longest path's).
+func farthestHosts(g *emu.Graph) (string, string) {
+	hosts := g.Hosts()
+	if len(hosts) < 2 {
+		return "", ""
+	}
+	dist := hopsTo(hosts[0].Ifaces[0].Peer.Node, g.Switches())
+	far := hosts[1]
+	for _, h := range hosts[1:] {
+		if dist[h.Ifaces[0].Peer.Node] > dist[far.Ifaces[0].Peer.Node] {
+			far = h
+		}
+	}
+	return hosts[0].Name, far.Name
+}
+
+// pathLinks is how many links a packet from host a to host b crosses:
+// its host links and the switch-to-switch hops between their switches.
+func pathLinks(g *emu.Graph, a, b string) int {
+	na, nb := g.Node(a), g.Node(b)
+	if na == nil || nb == nil || a == b {
+		return 0
+	}
+	sa, sb := na.Ifaces[0].Peer.Node, nb.Ifaces[0].Peer.Node
+	return 2 + hopsTo(sa, g.Switches())[sb]
+}
+
+// hopsTo is the switch-to-switch distance of every switch from src.
+func hopsTo(src *emu.Node, switches []*emu.Node) map[*emu.Node]int {
+	dist := map[*emu.Node]int{src: 0}
+	queue := []*emu.Node{src}
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		for _, i := range n.Ifaces {
+			p := i.Peer.Node
+			if _, seen := dist[p]; !seen && p.Kind == emu.SwitchNode {
+				dist[p] = dist[n] + 1
+				queue = append(queue, p)
+			}
+		}
+	}
+	return dist
+}
+
+func (pl *trialPlan) watch(lab *emu.Lab, i *emu.Iface, expected float64) error {
+	target, err := lab.PortTarget(i.Node.Name, i.Name)
 	if err != nil {
 		return err
 	}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dst, filepath.Base(f)), b, 0o644); err != nil {
-			return err
-		}
+	rt, err := portRate(lab.Spec, i)
+	if err != nil {
+		return err
 	}
+	pl.ports = append(pl.ports, watchedPort{label: i.Label(), target: target, rate: rt, expected: expected})
 	return nil
 }
 
@@ -230,11 +226,9 @@ func portRate(spec *emu.Spec, i *emu.Iface) (units.Rate, error) {
 	return port.Rate, nil
 }
 
-func hostRate(lab *emu.Lab, h string) units.Rate { return lab.Graph.Node(h).Ifaces[0].Link.Rate }
-
-func hostNamesOf(lab *emu.Lab) []string {
+func hostNamesOf(g *emu.Graph) []string {
 	var out []string
-	for _, h := range lab.Graph.Hosts() {
+	for _, h := range g.Hosts() {
 		out = append(out, h.Name)
 	}
 	return out
@@ -250,7 +244,24 @@ func without(list []string, h string) []string {
 	return out
 }
 
-// hostSeed gives every host its own stream from the trial's seed.
+// firstN is the first n of list, or all of it when n is 0.
+func firstN(list []string, n int) []string {
+	if n > 0 && n < len(list) {
+		return list[:n]
+	}
+	return list
+}
+
+func firstOther(list []string, h string) string {
+	for _, x := range list {
+		if x != h {
+			return x
+		}
+	}
+	return ""
+}
+
+// hostSeed gives every host (or stream) its own seed from the trial's.
 func hostSeed(seed uint64, host string) uint64 {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d/%s", seed, host)

@@ -3,9 +3,9 @@ package experiments
 import (
 	"path/filepath"
 
-	"fabric/results/lmm"
-	"fabric/results/plot"
-	"fabric/results/report"
+	"github.com/fabric-emu/fabric/results/lmm"
+	"github.com/fabric-emu/fabric/results/plot"
+	"github.com/fabric-emu/fabric/results/report"
 )
 
 // trialPlots draws a trial's own figures next to its data: the switch

@@ -10,12 +10,13 @@ import (
 	"syscall"
 	"time"
 
-	"fabric/hosts"
+	"github.com/fabric-emu/fabric/hosts"
 )
 
 // proc is an endpoint process of the trial.
 type proc struct {
 	name string
+	host string
 	p    hosts.Process
 	log  string
 }

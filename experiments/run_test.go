@@ -15,55 +15,38 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"fabric/hosts"
-	"fabric/hosts/endpoint"
-	"fabric/internal/records"
-	"fabric/internal/testenv"
-	"fabric/results/report"
+	"github.com/fabric-emu/fabric/hosts"
+	"github.com/fabric-emu/fabric/hosts/transport"
+	"github.com/fabric-emu/fabric/internal/testenv"
+	"github.com/fabric-emu/fabric/results/report"
 )
 
-// The privileged tests run real experiments: real labs, endpoints as
-// processes in the host namespaces, captures and the LMM. The endpoints are
-// this test binary re-executed as `fabric endpoint` (hosts.StartFabric runs
-// $FABRIC_BINARY), and the interrupt test runs a whole sweep in a child
-// process that it then stops with SIGINT.
+// The privileged tests run real experiments: real labs, transports as
+// processes in the host namespaces, captures and the LMM. Transports and
+// probes are a fabric binary built once for the package (hosts.StartFabric
+// runs $FABRIC_BINARY), and the interrupt test runs a whole sweep in a
+// child process, this test binary re-executed, that it then stops with
+// SIGINT.
 
 const childEnv = "FABRIC_EXPERIMENTS_TEST_CHILD"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "1" && len(os.Args) > 1 {
-		switch os.Args[1] {
-		case "endpoint":
-			os.Exit(endpointChild(os.Args[2:]))
-		case "run":
-			os.Exit(runChild(os.Args[2:]))
-		}
+	if os.Getenv(childEnv) == "1" && len(os.Args) > 1 && os.Args[1] == "run" {
+		os.Exit(runChild(os.Args[2:]))
 	}
-	if exe, err := os.Executable(); err == nil {
-		os.Setenv(hosts.EnvFabricBinary, exe)
-		os.Setenv(childEnv, "1")
-	}
-	os.Exit(m.Run())
-}
-
-// endpointChild is `fabric endpoint`, minus cobra.
-func endpointChild(args []string) int {
-	cfg, err := endpoint.ParseArgs(args)
+	bin, remove, err := testenv.BuildFabric()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "endpoint:", err)
-		return 2
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := endpoint.Run(ctx, cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "endpoint:", err)
-		return 1
-	}
-	return 0
+	os.Setenv(hosts.EnvFabricBinary, bin)
+	os.Setenv(childEnv, "1")
+	code := m.Run()
+	remove()
+	os.Exit(code)
 }
 
 // runChild is `fabric run FILE --out OUT` with a lab prefix: Ctrl-C (SIGINT)
@@ -228,8 +211,8 @@ func TestQuickOtherScenarios(t *testing.T) {
 				for _, r := range res.Report.Rows {
 					// Per-flow ECMP collisions: the mean is below line rate
 					// but every flow moved data.
-					if !(r.TputFraction > 0 && r.TputFraction < 1) {
-						t.Errorf("%s: throughput fraction of ideal %v", r.Scheme, r.TputFraction)
+					if !(r.Utilization > 0 && r.Utilization < 1) || !(r.TputMin > 0) {
+						t.Errorf("%s: utilization %v, slowest flow %v Mbit/s", r.Scheme, r.Utilization, r.TputMin)
 					}
 				}
 			default:
@@ -384,22 +367,22 @@ measure:
 `
 
 // requests reads the client's flow records in request order.
-func requests(t *testing.T, res *Result) []records.Flow {
+func requests(t *testing.T, res *Result) []transport.Flow {
 	t.Helper()
 	if len(res.Trials) != 1 {
 		t.Fatalf("%d trials", len(res.Trials))
 	}
-	set, err := records.ReadDir(res.Trials[0].Dir)
+	set, err := transport.ReadDir(res.Trials[0].Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []records.Flow
+	var out []transport.Flow
 	for _, f := range set.Flows {
 		if f.Pattern == "dynamic" {
 			out = append(out, f)
 		}
 	}
-	slices.SortFunc(out, func(a, b records.Flow) int { return cmp.Compare(a.StartNS, b.StartNS) })
+	slices.SortFunc(out, func(a, b transport.Flow) int { return cmp.Compare(a.StartNS, b.StartNS) })
 	return out
 }
 
@@ -432,7 +415,7 @@ func TestSameSeedSameDraws(t *testing.T) {
 	if len(fa) < 3 {
 		t.Fatalf("only %d requests in 3 s", len(fa))
 	}
-	same := func(x, y []records.Flow) (bool, string) {
+	same := func(x, y []transport.Flow) (bool, string) {
 		if len(x) != len(y) {
 			return false, fmt.Sprintf("%d vs %d requests", len(x), len(y))
 		}

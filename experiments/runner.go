@@ -15,11 +15,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fabric-emu/fabric/emu"
+
 	"golang.org/x/sys/unix"
 
-	"fabric/experiments/paper"
-	"fabric/internal/doctor"
-	"fabric/results/report"
+	"github.com/fabric-emu/fabric/experiments/paper"
+	"github.com/fabric-emu/fabric/internal/probe"
+	"github.com/fabric-emu/fabric/results/report"
 )
 
 // Options tune Run. The zero value writes under runs/ with a seed from
@@ -68,7 +70,7 @@ type RunFile struct {
 	Paper    string          `json:"paper,omitempty"`
 	Fabric   Version         `json:"fabric"`
 	Kernel   string          `json:"kernel"`
-	Doctor   *doctor.Report  `json:"doctor,omitempty"`
+	Doctor   *probe.Report   `json:"doctor,omitempty"`
 	Spec     json.RawMessage `json:"spec"`
 }
 
@@ -84,9 +86,12 @@ type Version struct {
 	Go         string `json:"go"`
 }
 
+// ModulePath is fabric's module path, as go.mod declares it.
+const ModulePath = "github.com/fabric-emu/fabric"
+
 // BuildVersion reads the module version and VCS commit from the binary.
 func BuildVersion() Version {
-	v := Version{Module: "fabric", Version: "(devel)"}
+	v := Version{Module: ModulePath, Version: "(devel)"}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return v
@@ -121,7 +126,7 @@ func gitCommit() (commit string, modified bool) {
 		return "", false
 	}
 	gomod, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(root)), "go.mod"))
-	if err != nil || !strings.HasPrefix(string(gomod), "module fabric\n") {
+	if err != nil || !strings.HasPrefix(string(gomod), "module "+ModulePath+"\n") {
 		return "", false
 	}
 	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
@@ -169,8 +174,8 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
 	}
-	if os.Geteuid() != 0 {
-		return nil, errors.New("fabric run must run as root: it builds labs of network namespaces, veth links and qdiscs")
+	if err := emu.RequireRoot(); err != nil {
+		return nil, err
 	}
 	res := &Result{Points: spec.Points()}
 	rf, err := prepareRunDir(ctx, spec, opts, res)
@@ -270,7 +275,7 @@ func writeReport(runDirs ...string) (*report.Report, []*report.TrialSummary, *pa
 	if err != nil || rf.Paper == "" {
 		return rep, trials, nil, nil // a bare trial directory has no run.json
 	}
-	cmp, err := paper.Compare(rf.Paper, rep.Rows)
+	cmp, err := paper.Compare(rf.Paper, rep.Rows, scaleOf(trials))
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -279,6 +284,16 @@ func writeReport(runDirs ...string) (*report.Report, []*report.TrialSummary, *pa
 		return nil, nil, nil, err
 	}
 	return rep, trials, cmp, nil
+}
+
+// scaleOf is the time-scale factor the trials ran at (the first that says).
+func scaleOf(trials []*report.TrialSummary) float64 {
+	for _, t := range trials {
+		if t.ScaleFactor > 0 {
+			return t.ScaleFactor
+		}
+	}
+	return 0
 }
 
 // ReadRunFile reads run.json of a run directory.
@@ -337,7 +352,7 @@ func prepareRunDir(ctx context.Context, spec *Spec, opts Options, res *Result) (
 	rf := &RunFile{
 		Name: spec.Name, File: spec.File, Quick: spec.IsQuick, Seed: seed, Started: time.Now().UTC(),
 		Points: res.Points, Trials: spec.Trials, Duration: spec.Duration.String(), Paper: spec.Paper,
-		Fabric: BuildVersion(), Kernel: kernelRelease(), Doctor: doctor.Probe(ctx), Spec: specJSON,
+		Fabric: BuildVersion(), Kernel: kernelRelease(), Doctor: probe.Probe(ctx), Spec: specJSON,
 	}
 	b, err := json.MarshalIndent(rf, "", "  ")
 	if err != nil {

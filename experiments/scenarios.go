@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"fabric/internal/yamlfile"
+	"github.com/fabric-emu/fabric/internal/yamlfile"
 )
 
 // scenarioFS holds the built-in paper scenarios; the binary carries them,
@@ -69,4 +69,37 @@ func Open(arg string) (*Spec, error) {
 		return Builtin(strings.TrimSuffix(arg, ".yaml"))
 	}
 	return nil, &yamlfile.Error{File: arg, Msg: fmt.Sprintf("no such file, and not a built-in scenario (built-in: %s)", strings.Join(Builtins(), ", "))}
+}
+
+// Select is what `fabric run [NAME|FILE] [--quick] [--resume DIR]` runs:
+// the experiment named (a file or a built-in scenario), else the one a
+// resumed run ran, else the quick variant of DefaultScenario. A resumed run
+// must be of the same experiment and variant; the error says so as a
+// *yamlfile.Error, which the CLI reports as bad input.
+func Select(name string, quick bool, resume string) (*Spec, error) {
+	var rf *RunFile
+	if resume != "" {
+		var err error
+		if rf, err = ReadRunFile(resume); err != nil {
+			return nil, &yamlfile.Error{File: resume, Msg: err.Error()}
+		}
+	}
+	switch {
+	case name != "":
+	case rf != nil: // `fabric run --resume DIR` resumes whatever DIR ran
+		name, quick = SourceOf(rf), rf.Quick
+	default:
+		name, quick = DefaultScenario, true
+	}
+	spec, err := Open(name)
+	if err != nil {
+		return nil, err
+	}
+	if quick {
+		spec = spec.WithQuick()
+	}
+	if rf != nil && (rf.Name != spec.Name || rf.Quick != spec.IsQuick) {
+		return nil, &yamlfile.Error{File: resume, Msg: fmt.Sprintf("that run is %s (quick=%v), not %s (quick=%v)", rf.Name, rf.Quick, spec.Name, spec.IsQuick)}
+	}
+	return spec, nil
 }

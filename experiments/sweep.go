@@ -3,10 +3,13 @@ package experiments
 import (
 	"fmt"
 	"hash/fnv"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
-	"fabric/internal/units"
+	"github.com/fabric-emu/fabric/internal/units"
+	"github.com/fabric-emu/fabric/results/report"
 )
 
 // Point is one combination of the sweep: a scheme and the traffic values
@@ -19,6 +22,10 @@ type Point struct {
 	Senders int        `json:"senders,omitempty"`
 	Flows   int        `json:"flows,omitempty"`
 	Size    units.Size `json:"size,omitempty"`
+	// Delay is every link's one-way delay when the sweep varies it.
+	Delay time.Duration `json:"delay,omitempty"`
+	// Workload is the flow-size distribution when the sweep varies it.
+	Workload string `json:"workload,omitempty"`
 	// Traffic names the point's traffic without the scheme: every scheme
 	// at the same traffic values and trial number gets the same seed, so
 	// schemes are compared on the same flow sizes and arrival times
@@ -39,15 +46,30 @@ func (s *Spec) Points() []Point {
 	senders := orOne(s.Sweep.Senders, t.Senders)
 	flows := orOne(s.Sweep.Flows, t.Flows)
 	sizes := orOne(s.Sweep.Size, t.Size)
+	delays := orOne(s.Sweep.Delay, 0) // unswept: labFor keeps the lab's own delays
 	var out []Point
-	for _, l := range loads {
-		for _, n := range senders {
-			for _, fl := range flows {
-				for _, sz := range sizes {
-					for _, sc := range schemes {
-						p := Point{Index: len(out), Scheme: sc, Load: l, Senders: n, Flows: fl, Size: sz}
-						p.Name, p.Traffic = p.name(s)
-						out = append(out, p)
+	for _, w := range orOne(s.Sweep.Workload, "") {
+		out = append(out, s.pointsOf(w, delays, loads, senders, flows, sizes, schemes)...)
+	}
+	for i := range out {
+		out[i].Index = i
+	}
+	return out
+}
+
+// pointsOf expands the sweep's other keys for one workload.
+func (s *Spec) pointsOf(w string, delays []Duration, loads []float64, senders, flows []int, sizes []units.Size, schemes []string) []Point {
+	var out []Point
+	for _, d := range delays {
+		for _, l := range loads {
+			for _, n := range senders {
+				for _, fl := range flows {
+					for _, sz := range sizes {
+						for _, sc := range schemes {
+							p := Point{Scheme: sc, Load: l, Senders: n, Flows: fl, Size: sz, Delay: time.Duration(d), Workload: w}
+							p.Name, p.Traffic = p.name(s)
+							out = append(out, p)
+						}
 					}
 				}
 			}
@@ -80,6 +102,12 @@ func (p Point) name(s *Spec) (name, traffic string) {
 	if len(w.Size) > 0 {
 		parts = append(parts, "size"+strings.ReplaceAll(p.Size.String(), ".", "_"))
 	}
+	if len(w.Delay) > 0 {
+		parts = append(parts, "delay"+strings.ReplaceAll(p.Delay.String(), ".", "_"))
+	}
+	if len(w.Workload) > 0 {
+		parts = append(parts, workloadSlug(p.Workload))
+	}
 	traffic = strings.Join(parts, "_")
 	if traffic == "" {
 		return p.Scheme, "base"
@@ -103,7 +131,51 @@ func (p Point) Label(s *Spec) string {
 	if len(w.Size) > 0 {
 		out += " S=" + p.Size.String()
 	}
+	if len(w.Delay) > 0 {
+		out += " delay=" + p.Delay.String()
+	}
+	if len(w.Workload) > 0 {
+		out += " " + workloadSlug(p.Workload)
+	}
 	return out
+}
+
+// SweepValues are the point's swept values other than the scheme, in the
+// sweep's nesting order, as the report's key columns show them.
+func (p Point) SweepValues(s *Spec) []report.SweepValue {
+	w := s.Sweep
+	var out []report.SweepValue
+	add := func(swept bool, key, value string) {
+		if swept {
+			out = append(out, report.SweepValue{Key: key, Value: value})
+		}
+	}
+	add(len(w.Workload) > 0, "workload", workloadSlug(p.Workload))
+	add(len(w.Delay) > 0, "delay", p.Delay.String())
+	add(len(w.Load) > 0, "load", strconv.FormatFloat(p.Load*100, 'f', -1, 64)+"%")
+	add(len(w.Senders) > 0, "senders", strconv.Itoa(p.Senders))
+	add(len(w.Flows) > 0, "flows", strconv.Itoa(p.Flows))
+	add(len(w.Size) > 0, "size", p.Size.String())
+	return out
+}
+
+// WorkloadOf is the flow-size distribution point p uses: the swept one,
+// or the traffic's.
+func (s *Spec) WorkloadOf(p Point) string {
+	if p.Workload != "" {
+		return p.Workload
+	}
+	return s.Traffic.Workload
+}
+
+// workloadSlug is a workload's short name in point names and labels: the
+// file's base name without .cdf, and of Homa's workloads just "w2".."w7".
+func workloadSlug(ref string) string {
+	base := strings.TrimSuffix(filepath.Base(ref), ".cdf")
+	if rest, ok := strings.CutPrefix(base, "homa_"); ok {
+		base, _, _ = strings.Cut(rest, "_")
+	}
+	return base
 }
 
 // TrialSeed derives a trial's seed from the run's base seed, the point's

@@ -7,18 +7,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
-	"fabric/emu"
-	"fabric/hosts"
-	"fabric/hosts/cc"
-	"fabric/hosts/endpoint"
-	"fabric/results/capture"
-	"fabric/results/lmm"
-	"fabric/results/report"
-	"fabric/tc"
+	"github.com/fabric-emu/fabric/emu"
+	"github.com/fabric-emu/fabric/hosts/cc"
+	"github.com/fabric-emu/fabric/results/capture"
+	"github.com/fabric-emu/fabric/results/lmm"
+	"github.com/fabric-emu/fabric/results/report"
+	"github.com/fabric-emu/fabric/tc"
+	"github.com/fabric-emu/fabric/tc/delay"
 )
 
 // runner holds what every trial of one run shares.
@@ -34,7 +31,6 @@ type runner struct {
 type trialMeta struct {
 	report.Meta
 	Experiment string          `json:"experiment"`
-	SchemeName string          `json:"scheme_name"` // Meta.Scheme is the row label (scheme plus non-load sweep values)
 	Seed       uint64          `json:"seed"`
 	BaseSeed   uint64          `json:"base_seed"`
 	PointSpec  Point           `json:"point_spec"`
@@ -52,247 +48,326 @@ type trialMeta struct {
 	RTTNote    string          `json:"rtt_note,omitempty"`
 }
 
+// trial is one trial of one point, run in phases: set up (lab, schedule,
+// RTTs, pacers, transports), traffic, then collect (records, fidelity, LMM,
+// plots, meta).
+// Everything a phase creates registers its undo on the trial's cleanup
+// stack, which runs once, in reverse, however the trial ends.
+type trial struct {
+	*runner
+	point  Point
+	n      int
+	dir    string
+	scheme Scheme
+	seed   uint64
+
+	lab   *emu.Lab
+	plan  *trialPlan
+	epDir string // where transports read schedules and write records (the lab's run directory for container hosts)
+	// rtt is the unloaded RTT between the receiver and a sender (the ideal
+	// FCT's); contractRTT the one between the lab's farthest hosts (what
+	// transports are told).
+	rtt, contractRTT time.Duration
+	rttNote          string
+	started          time.Time
+	startNS          int64 // the schedule's time 0
+
+	transports []*proc
+	probeSink  *proc // the LMM probe's receiver, when measure.probe asks for one
+	argvs      [][]string
+	captures   []*capture.Session
+	ingress    []string // capture files of the LMM's ingress ports
+	egress     string
+
+	cleanup []func() error
+}
+
 // trial runs one trial of point p into dir. Everything it creates (lab,
 // pacers, captures, processes, the DCTCP registration) is removed before it
 // returns, whether it succeeds, fails or ctx ends.
 func (r *runner) trial(ctx context.Context, p Point, n int, dir string) (fid *FidelityRecord, err error) {
-	spec := r.spec
-	scheme := spec.Schemes[p.Scheme]
-	seed := TrialSeed(r.run.Seed, p.Traffic, n)
-	for _, d := range []string{dir, filepath.Join(dir, "logs"), filepath.Join(dir, "lmm"), filepath.Join(dir, "captures")} {
+	t := &trial{runner: r, point: p, n: n, dir: dir, scheme: r.spec.Schemes[p.Scheme],
+		seed: TrialSeed(r.run.Seed, p.Traffic, n), started: time.Now().UTC()}
+	defer func() { err = errors.Join(err, t.undo()) }()
+	if err := t.setUp(ctx); err != nil {
+		return nil, err
+	}
+	traffic, err := t.runTraffic(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return t.collect(ctx, traffic)
+}
+
+// onCleanup registers fn to run when the trial ends.
+func (t *trial) onCleanup(fn func() error) { t.cleanup = append(t.cleanup, fn) }
+
+// undo runs the cleanup stack in reverse, once.
+func (t *trial) undo() error {
+	var errs []error
+	for i := len(t.cleanup) - 1; i >= 0; i-- {
+		errs = append(errs, t.cleanup[i]())
+	}
+	t.cleanup = nil
+	return errors.Join(errs...)
+}
+
+// setUp makes the trial's directories, lab and plan, measures the lab's
+// RTTs, starts the pacers and gets every transport ready.
+func (t *trial) setUp(ctx context.Context) error {
+	for _, d := range []string{t.dir, filepath.Join(t.dir, "logs"), filepath.Join(t.dir, "lmm"), filepath.Join(t.dir, "captures")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	started := time.Now().UTC()
-	// Cleanup must run even when ctx is already cancelled.
-	bg := context.WithoutCancel(ctx)
-
 	// A congestion control the kernel lacks (dctcp here) is registered as
 	// BPF struct_ops for the trial and released after it.
-	if needsECN(scheme.CC) {
-		release, _, err := cc.Ensure(ctx, scheme.CC)
+	if cc.NeedsECN(t.scheme.CC) {
+		release, _, err := cc.Ensure(ctx, t.scheme.CC)
 		if err != nil {
-			return nil, fmt.Errorf("congestion control %s: %w", scheme.CC, err)
+			return fmt.Errorf("congestion control %s: %w", t.scheme.CC, err)
 		}
-		defer release()
+		t.onCleanup(release)
 	}
-
-	labName := fmt.Sprintf("%s%d-%d", r.opts.LabPrefix, os.Getpid()%100000, labSeq.Add(1))
-	if len(labName) > 24 {
-		labName = labName[len(labName)-24:]
+	if err := t.upLab(ctx); err != nil {
+		return err
 	}
-	lab, err := emu.Up(ctx, spec.labFor(scheme, labName))
-	if err != nil {
-		return nil, err
+	var err error
+	if t.plan, err = t.runner.plan(t.lab, t.point, t.seed); err != nil {
+		return err
 	}
-	defer func() {
-		if derr := lab.Down(bg); derr != nil {
-			err = errors.Join(err, fmt.Errorf("lab %s down: %w", labName, derr))
-		}
-	}()
-
-	// Endpoints write their records into epDir: the trial directory, or
-	// for container hosts the lab's run directory, the only host path
-	// mounted in the containers (hosts.HostOf), copied out afterwards.
-	epDir, cdf := dir, spec.cdf
-	if lab.Spec.Hosts.Runtime != "" && lab.Spec.Hosts.Runtime != emu.DefaultRuntime {
-		if epDir, cdf, err = containerRunDir(lab, spec.cdf); err != nil {
-			return nil, err
-		}
-	}
-	plan, err := r.plan(lab, p, scheme, seed, epDir, cdf)
-	if err != nil {
-		return nil, err
-	}
-
-	// The ideal FCT needs the unloaded RTT of the lab, measured now.
-	var rtt time.Duration
-	rttNote := ""
-	if plan.rttFrom != "" {
-		if rtt, err = unloadedRTT(lab, plan.rttFrom, plan.rttTo); err != nil {
-			rttNote = err.Error()
-		}
-	}
-
+	t.measureRTTs(ctx)
 	// HULL's pacer on every host that sends data (§4.2), with the lab
 	// file's pacer parameters; lab.Down stops them.
-	if scheme.Pacer.On(false) {
-		if err := lab.StartPacers(ctx, plan.dataSenders); err != nil {
-			return nil, err
+	if t.scheme.Pacer.On(false) {
+		if err := t.lab.StartPacers(ctx, t.plan.dataSenders); err != nil {
+			return err
 		}
 	}
+	if t.epDir, err = t.transportDir(); err != nil {
+		return err
+	}
+	if err := t.startProbeSink(ctx); err != nil {
+		return err
+	}
+	return t.startTransports(ctx)
+}
 
-	// The LMM's captures (started with the traffic, after the warm-up).
-	var caps []*capture.Session
-	var ingress []string
-	var egress string
-	stopCaps := func() (uint64, error) {
-		var drops uint64
-		var errs []error
-		for _, c := range caps {
-			st, err := c.Stop()
-			drops += st.Drops
-			errs = append(errs, err)
-		}
-		caps = nil
-		return drops, errors.Join(errs...)
-	}
-	defer stopCaps()
-	// Servers first; clients once every server listens.
-	var servers, clients []*proc
-	defer func() { // on any exit path, nothing of ours keeps running
-		for _, pr := range append(append([]*proc{}, clients...), servers...) {
-			stopProc(pr, 5*time.Second)
-		}
-	}()
-	var argvs [][]string
-	start := func(cfg endpoint.Config) (*proc, error) {
-		ref, err := hosts.HostOf(lab, cfg.Host)
-		if err != nil {
-			return nil, err
-		}
-		args := append([]string{"endpoint"}, cfg.Args()...)
-		argvs = append(argvs, args)
-		logPath := filepath.Join(dir, "logs", cfg.Host+"."+string(cfg.Pattern)+".log")
-		pr, err := hosts.StartFabric(ctx, ref, args, logPath)
-		if err != nil {
-			return nil, err
-		}
-		return &proc{name: cfg.Host + "/" + string(cfg.Pattern), p: pr, log: logPath}, nil
-	}
-	for _, cfg := range plan.servers {
-		pr, err := start(cfg)
-		if err != nil {
-			return nil, err
-		}
-		servers = append(servers, pr)
-	}
-	for _, pr := range servers {
-		if err := awaitLog(ctx, pr, "server listening", 10*time.Second); err != nil {
-			return nil, err
+// measureRTTs measures, in the idle lab, the RTT the ideal FCT uses
+// (receiver to a sender) and the one transports are told (the farthest
+// hosts').
+func (t *trial) measureRTTs(ctx context.Context) {
+	var err error
+	if t.plan.rttTo != "" {
+		if t.rtt, err = unloadedRTT(ctx, t.lab, t.plan.rttFrom, t.plan.rttTo); err != nil {
+			t.rttNote = err.Error()
 		}
 	}
+	t.contractRTT = t.rtt
+	if t.plan.farTo != "" {
+		if rtt, err := unloadedRTT(ctx, t.lab, t.plan.farFrom, t.plan.farTo); err == nil {
+			t.contractRTT = rtt
+		}
+	}
+}
 
-	startCaptures := func() error {
-		if l := spec.Measure.LMM; l != nil {
-			ns := emu.NetNSPath(lab.Name, l.Switch)
-			capDir := filepath.Join(dir, "captures")
-			opts := capture.Options{Filter: capture.Filter{IPv4Only: true}}
-			for _, ifn := range l.From {
-				o := opts
-				o.Filter.Direction = capture.In
-				s, err := capture.Start(ctx, capture.Point{NetNS: ns, Ifname: ifn, Label: l.Switch + ":" + ifn + ":in"}, capDir, o)
-				if err != nil {
-					return err
-				}
-				caps = append(caps, s)
-				ingress = append(ingress, s.File())
-			}
-			o := opts
-			o.Filter.Direction = capture.Out
-			s, err := capture.Start(ctx, capture.Point{NetNS: ns, Ifname: l.To, Label: l.Switch + ":" + l.To + ":out"}, capDir, o)
-			if err != nil {
-				return err
-			}
-			caps = append(caps, s)
-			egress = s.File()
+// upLab builds the trial's own lab, the scheme's settings merged in.
+func (t *trial) upLab(ctx context.Context) error {
+	name := fmt.Sprintf("%s%d-%d", t.opts.LabPrefix, os.Getpid()%100000, labSeq.Add(1))
+	if len(name) > 24 {
+		name = name[len(name)-24:]
+	}
+	lab, err := emu.Up(ctx, t.spec.labFor(t.scheme, t.point, name))
+	if err != nil {
+		return err
+	}
+	t.lab = lab
+	t.onCleanup(func() error {
+		if err := lab.Down(context.WithoutCancel(ctx)); err != nil {
+			return fmt.Errorf("lab %s down: %w", name, err)
 		}
 		return nil
-	}
+	})
+	return nil
+}
 
-	// Traffic phase, watched by the fidelity monitor.
-	before := r.portCounters(ctx, lab, plan.ports)
-	cpu := startCPUMonitor(ctx)
-	t0 := time.Now()
-	if spec.Measure.Warmup == 0 {
-		if err := startCaptures(); err != nil {
-			cpu.Stop()
-			return nil, err
-		}
+// transportDir is where transports read their schedules and write their
+// records: the trial directory, or for container hosts the lab's run
+// directory, the only host path mounted in the containers (emu.Host.Ref);
+// collectRecords copies them out.
+func (t *trial) transportDir() (string, error) {
+	if !t.containers() {
+		return t.dir, nil
 	}
-	for _, cfg := range plan.clients {
-		pr, err := start(cfg)
+	d := filepath.Join(emu.LabDir(t.lab.Name), "transport")
+	return d, os.MkdirAll(d, 0o755)
+}
+
+// startCaptures starts the LMM's captures: every ingress port it names
+// and its egress port, on the switch.
+func (t *trial) startCaptures(ctx context.Context) error {
+	l := t.spec.Measure.LMM
+	if l == nil {
+		return nil
+	}
+	ns, err := t.lab.NetNS(l.Switch)
+	if err != nil {
+		return err
+	}
+	at := func(ifname string, dir capture.Direction, tag string) (*capture.Session, error) {
+		o := capture.Options{Filter: capture.Filter{IPv4Only: true, Direction: dir}}
+		pt := capture.Point{NetNS: ns, Ifname: ifname, Label: l.Switch + ":" + ifname + ":" + tag}
+		s, err := capture.Start(ctx, pt, filepath.Join(t.dir, "captures"), o)
+		if err == nil {
+			t.captures = append(t.captures, s)
+		}
+		return s, err
+	}
+	t.onCleanup(func() error { _, err := t.stopCaptures(); return err })
+	for _, ifn := range l.From {
+		s, err := at(ifn, capture.In, "in")
 		if err != nil {
-			cpu.Stop()
-			return nil, err
+			return err
 		}
-		clients = append(clients, pr)
+		t.ingress = append(t.ingress, s.File())
 	}
-	// Long-lived flows start in slow start and fill any buffer; the paper
-	// reports the steady state, so the LMM may skip a warm-up.
-	if w := spec.Measure.Warmup; w > 0 {
-		select {
-		case <-ctx.Done():
-			cpu.Stop()
-			return nil, ctx.Err()
-		case <-time.After(w):
-		}
-		if err := startCaptures(); err != nil {
-			cpu.Stop()
-			return nil, err
-		}
+	s, err := at(l.To, capture.Out, "out")
+	if err != nil {
+		return err
 	}
-	var endpointErrs []string
-	for _, pr := range clients {
-		if err := waitProc(ctx, pr); err != nil {
-			if ctx.Err() != nil {
-				cpu.Stop()
-				return nil, ctx.Err()
-			}
-			endpointErrs = append(endpointErrs, fmt.Sprintf("%s: %v (%s)", pr.name, err, lastLine(pr.log)))
-		}
-	}
-	samples := cpu.Stop()
-	elapsed := time.Since(t0)
-	after := r.portCounters(bg, lab, plan.ports)
-	clients = nil
-	for _, pr := range servers {
-		pr.p.Signal(syscall.SIGTERM)
-	}
-	for _, pr := range servers {
-		if err := waitTimeout(pr, 10*time.Second); err != nil {
-			endpointErrs = append(endpointErrs, fmt.Sprintf("%s: %v (%s)", pr.name, err, lastLine(pr.log)))
-		}
-	}
-	servers = nil
-	if epDir != dir {
-		if err := moveRecords(epDir, dir); err != nil {
-			return nil, err
-		}
-	}
-	if len(endpointErrs) > 0 && ctx.Err() == nil {
-		return nil, fmt.Errorf("endpoints failed: %s", strings.Join(endpointErrs, "; "))
-	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
+	t.egress = s.File()
+	return nil
+}
 
-	fid = &FidelityRecord{CPUSamples: len(samples)}
-	fid.CPUMinIdlePct, fid.CPUBusyFrac, fid.CPUSaturated = cpuVerdict(samples)
-	for _, pc := range lab.Pacers() {
+// stopCaptures stops the captures still running and sums their drops.
+func (t *trial) stopCaptures() (drops uint64, err error) {
+	var errs []error
+	for _, c := range t.captures {
+		st, err := c.Stop()
+		drops += st.Drops
+		errs = append(errs, err)
+	}
+	t.captures = nil
+	return drops, errors.Join(errs...)
+}
+
+// trafficResult is what the traffic phase observed.
+type trafficResult struct {
+	samples       []cpuSample
+	elapsed       time.Duration
+	before, after map[string]*tc.PortStats
+	delay         *DelayFidelity // nil without delay lines
+}
+
+// runTraffic runs the schedule: captures from its start (or after the
+// warm-up), the transports until the schedule and its drain are over, then
+// SIGTERM, and the records checked against the schedule.
+func (t *trial) runTraffic(ctx context.Context) (*trafficResult, error) {
+	res := &trafficResult{before: t.portCounters(ctx)}
+	wire := t.lab.Wire()
+	var wireBefore delay.Stats
+	var wireCPU time.Duration
+	if wire != nil {
+		wireBefore, _ = wire.Stats()
+		wireCPU, _ = wire.LoopCPU()
+	}
+	cpu := startCPUMonitor(ctx)
+	defer cpu.Stop()
+	t0 := time.Now()
+	if err := t.sleepUntil(ctx, time.Unix(0, t.startNS)); err != nil {
+		return nil, err
+	}
+	if err := t.startProbe(ctx); err != nil {
+		return nil, err
+	}
+	if err := t.sleepUntil(ctx, time.Unix(0, t.startNS).Add(t.spec.Measure.Warmup)); err != nil {
+		return nil, err
+	}
+	if err := t.startCaptures(ctx); err != nil {
+		return nil, err
+	}
+	if err := t.runSchedule(ctx); err != nil {
+		return nil, err
+	}
+	res.samples = cpu.Stop()
+	res.elapsed = time.Since(t0)
+	res.after = t.portCounters(context.WithoutCancel(ctx))
+	if wire != nil {
+		after, err := wire.Stats()
+		if err != nil {
+			return nil, fmt.Errorf("delay lines: %w", err)
+		}
+		cpu1, _ := wire.LoopCPU()
+		res.delay = delayFidelity(t.lab.Graph.Lines(), wireBefore, after, cpu1-wireCPU)
+		if err := wire.Err(); err != nil {
+			return nil, fmt.Errorf("delay lines: %w", err)
+		}
+	}
+	if err := t.stopTransports(); err != nil {
+		return nil, err
+	}
+	if err := t.collectRecords(); err != nil {
+		return nil, err
+	}
+	return res, ctx.Err()
+}
+
+// sleepUntil waits for at, or returns ctx's error. The captures start at
+// the schedule's time 0 or, with a warm-up, that long after: long-lived
+// flows start in slow start and fill any buffer, and HULL's tables report
+// the steady state; the probe runs from time 0 for the schedule's duration.
+func (t *trial) sleepUntil(ctx context.Context, at time.Time) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Until(at)):
+		return nil
+	}
+}
+
+// collect writes the trial's fidelity record, LMM measurement, plots and
+// meta.json, and marks it complete once the report can read it back.
+func (t *trial) collect(ctx context.Context, tr *trafficResult) (*FidelityRecord, error) {
+	fid, shortfall, err := t.fidelity(tr)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.measureLMM(); err != nil {
+		return nil, err
+	}
+	label := fmt.Sprintf("%s trial %d", t.point.Name, t.n)
+	if err := trialPlots(t.dir, t.spec.Measure.LMM.name(), label, tr.samples); err != nil {
+		return nil, fmt.Errorf("plots: %w", err)
+	}
+	if err := t.writeMeta(fid, shortfall); err != nil {
+		return nil, err
+	}
+	// The trial counts only if the report can read it back.
+	if _, err := report.LoadTrial(t.dir); err != nil {
+		os.Remove(filepath.Join(t.dir, report.MetaFile))
+		return nil, err
+	}
+	return fid, os.WriteFile(filepath.Join(t.dir, completeMarker), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644)
+}
+
+// fidelity judges whether the machine kept up (CPU, captures, pacers) and
+// what each watched port achieved, and writes cpu.csv and fidelity.json.
+// shortfall is the lowest achieved/expected rate among the watched ports.
+func (t *trial) fidelity(tr *trafficResult) (fid *FidelityRecord, shortfall float64, err error) {
+	fid = &FidelityRecord{CPUSamples: len(tr.samples)}
+	fid.CPUMinIdlePct, fid.CPUBusyFrac, fid.CPUSaturated = cpuVerdict(tr.samples)
+	for _, pc := range t.lab.Pacers() {
 		if e := pc.Err(); e != nil {
 			fid.PacerErrors = append(fid.PacerErrors, e.Error())
 		}
 	}
-	drops, err := stopCaps()
-	if err != nil {
-		return nil, fmt.Errorf("capture: %w", err)
+	if fid.CaptureDrops, err = t.stopCaptures(); err != nil {
+		return nil, 0, fmt.Errorf("capture: %w", err)
 	}
-	fid.CaptureDrops = drops
-	shortfall := 0.0
-	for _, pt := range plan.ports {
-		b, a := before[pt.label], after[pt.label]
-		if a == nil || b == nil {
+	for _, pt := range t.plan.ports {
+		pr, ok := achievedRate(pt, tr.before[pt.label], tr.after[pt.label], tr.elapsed)
+		if !ok {
 			continue
-		}
-		pr := PortRate{Port: pt.label, ConfiguredBPS: float64(pt.rate), ExpectedBPS: pt.expected,
-			AchievedBPS: float64(a.Bytes-b.Bytes) * 8 / elapsed.Seconds(), Drops: a.Drops - b.Drops}
-		for _, m := range [][2]*tc.MarkerStats{{b.ECN, a.ECN}, {b.Phantom, a.Phantom}} {
-			if m[0] != nil && m[1] != nil {
-				pr.ECT += m[1].ECT - m[0].ECT
-				pr.Marks += m[1].Marks - m[0].Marks
-			}
 		}
 		fid.Ports = append(fid.Ports, pr)
 		if pr.ExpectedBPS > 0 {
@@ -301,72 +376,87 @@ func (r *runner) trial(ctx context.Context, p Point, n int, dir string) (fid *Fi
 			}
 		}
 	}
-	fid.Unfaithful = fid.CPUSaturated || fid.CaptureDrops > 0
-	fid.Advice = fid.advice(spec)
-	fid.EndpointErrors = endpointErrs
-	if err := writeCPUCSV(filepath.Join(dir, "cpu.csv"), samples); err != nil {
-		return nil, err
+	fid.DelayLines = tr.delay
+	fid.Unfaithful = fid.CPUSaturated || fid.CaptureDrops > 0 || (tr.delay != nil && (tr.delay.Late || tr.delay.Unasked > 0))
+	fid.Advice = fid.advice(t.spec)
+	if err := writeCPUCSV(filepath.Join(t.dir, "cpu.csv"), tr.samples); err != nil {
+		return nil, 0, err
 	}
-	if err := writeJSON(filepath.Join(dir, "fidelity.json"), fid); err != nil {
-		return nil, err
-	}
+	return fid, shortfall, writeJSON(filepath.Join(t.dir, "fidelity.json"), fid)
+}
 
-	// The LMM: every packet's switch latency from the two sides' captures.
-	if l := spec.Measure.LMM; l != nil {
-		cfg := lmm.Config{}
-		if l.Probes {
-			cfg.Mode = lmm.Probes
-		}
-		name := l.name()
-		if _, err := lmm.Measure(filepath.Join(dir, "lmm"), name, ingress, egress, cfg); err != nil {
-			return nil, err
-		}
-		if !r.opts.KeepPcaps {
-			for _, f := range append(append([]string{}, ingress...), egress) {
-				os.Remove(f)
-			}
+// achievedRate is a watched port's rate, drops and marks between two readings
+// of its counters.
+func achievedRate(pt watchedPort, b, a *tc.PortStats, elapsed time.Duration) (PortRate, bool) {
+	if a == nil || b == nil {
+		return PortRate{}, false
+	}
+	pr := PortRate{Port: pt.label, ConfiguredBPS: float64(pt.rate), ExpectedBPS: pt.expected,
+		AchievedBPS: float64(a.Bytes-b.Bytes) * 8 / elapsed.Seconds(), Drops: a.Drops - b.Drops}
+	for _, m := range [][2]*tc.MarkerStats{{b.ECN, a.ECN}, {b.Phantom, a.Phantom}} {
+		if m[0] != nil && m[1] != nil {
+			pr.ECT += m[1].ECT - m[0].ECT
+			pr.Marks += m[1].Marks - m[0].Marks
 		}
 	}
+	return pr, true
+}
 
-	if err := trialPlots(dir, spec.Measure.LMM.name(), fmt.Sprintf("%s trial %d", p.Name, n), samples); err != nil {
-		return nil, fmt.Errorf("plots: %w", err)
+// measureLMM matches the captures into every packet's switch latency.
+func (t *trial) measureLMM() error {
+	l := t.spec.Measure.LMM
+	if l == nil {
+		return nil
 	}
-	rep := &report.Fidelity{CPUSaturated: fid.CPUSaturated, MinCPUIdlePct: fid.CPUMinIdlePct, RateShortfall: shortfall}
+	cfg := lmm.Config{}
+	if l.Probes {
+		cfg.Mode = lmm.Probes
+	}
+	if _, err := lmm.Measure(filepath.Join(t.dir, "lmm"), l.name(), t.ingress, t.egress, cfg); err != nil {
+		return err
+	}
+	if !t.opts.KeepPcaps {
+		for _, f := range append(append([]string{}, t.ingress...), t.egress) {
+			os.Remove(f)
+		}
+	}
+	return nil
+}
+
+// writeMeta writes meta.json, what the report reads about the trial.
+func (t *trial) writeMeta(fid *FidelityRecord, shortfall float64) error {
+	rep := &report.Fidelity{CPUSaturated: fid.CPUSaturated, MinCPUIdlePct: fid.CPUMinIdlePct, RateAchievedFraction: shortfall,
+		DelayLinesUnfaithful: fid.DelayLines != nil && (fid.DelayLines.Late || fid.DelayLines.Unasked > 0)}
 	if fid.Advice != "" {
 		rep.Notes = append(rep.Notes, fid.Advice)
 	}
 	for _, e := range fid.PacerErrors {
 		rep.Notes = append(rep.Notes, "pacer: "+e)
 	}
+	p, spec := t.point, t.spec
 	meta := trialMeta{
-		Meta: report.Meta{Scheme: p.Label(spec), Load: p.Load, Point: p.Name, Trial: n,
-			BottleneckBPS: plan.bottleneckBPS, UnloadedRTTNS: rtt.Nanoseconds(), Fidelity: rep},
-		Experiment: spec.Name, SchemeName: p.Scheme, Seed: seed, BaseSeed: r.run.Seed, PointSpec: p, Lab: lab.Name, LabSpec: lab.Spec,
-		SchemeSpec: scheme, Traffic: spec.Traffic, Duration: spec.Duration.String(), Endpoints: argvs,
-		Fabric: r.run.Fabric, Kernel: r.run.Kernel, Started: started, Finished: time.Now().UTC(), RTTNote: rttNote,
+		Meta: report.Meta{Scheme: p.Label(spec), SchemeName: p.Scheme, Pattern: spec.Traffic.Pattern, Paper: spec.Paper,
+			Sweep: p.SweepValues(spec), Load: p.Load, Point: p.Name, Trial: t.n,
+			BottleneckBPS: t.plan.bottleneckBPS, UnloadedRTTNS: t.rtt.Nanoseconds(), PathLinks: t.plan.pathLinks, QueryResponses: t.plan.queryResponses,
+			ScaleFactor: t.spec.Scale.Factor(t.plan.bottleneckBPS), Fidelity: rep},
+		Experiment: spec.Name, Seed: t.seed, BaseSeed: t.run.Seed, PointSpec: p, Lab: t.lab.Name,
+		LabSpec: t.lab.Spec, SchemeSpec: t.scheme, Traffic: spec.Traffic, Duration: spec.Duration.String(), Endpoints: t.argvs,
+		Fabric: t.run.Fabric, Kernel: t.run.Kernel, Started: t.started, Finished: time.Now().UTC(), RTTNote: t.rttNote,
 	}
-	if r.run.Doctor != nil {
-		meta.Doctor, _ = json.Marshal(r.run.Doctor)
+	if t.run.Doctor != nil {
+		meta.Doctor, _ = json.Marshal(t.run.Doctor)
 	}
-	if err := writeJSON(filepath.Join(dir, report.MetaFile), meta); err != nil {
-		return nil, err
-	}
-	// The trial counts only if the report can read it back.
-	if _, err := report.LoadTrial(dir); err != nil {
-		os.Remove(filepath.Join(dir, report.MetaFile))
-		return nil, err
-	}
-	return fid, os.WriteFile(filepath.Join(dir, completeMarker), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644)
+	return writeJSON(filepath.Join(t.dir, report.MetaFile), meta)
 }
 
 // portCounters reads the tc counters of the watched ports (errors leave a
 // port out: the rate check is informative, not essential).
-func (r *runner) portCounters(ctx context.Context, lab *emu.Lab, ports []watchedPort) map[string]*tc.PortStats {
+func (t *trial) portCounters(ctx context.Context) map[string]*tc.PortStats {
 	out := map[string]*tc.PortStats{}
-	for _, p := range ports {
+	for _, p := range t.plan.ports {
 		st, err := tc.Stats(ctx, p.target)
 		if err != nil {
-			r.opts.Log.Debug("port stats", "port", p.label, "err", err)
+			t.opts.Log.Debug("port stats", "port", p.label, "err", err)
 			continue
 		}
 		out[p.label] = &st

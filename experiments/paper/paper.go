@@ -15,7 +15,7 @@ import (
 	"strconv"
 	"strings"
 
-	"fabric/results/report"
+	"github.com/fabric-emu/fabric/results/report"
 )
 
 // Table is a published table: a value per (row, scheme), lower is better.
@@ -30,6 +30,9 @@ type Table struct {
 	Baseline string // scheme ratios are taken against
 	// measured picks the fabric value for a (row, scheme) from report rows.
 	measured func(rows []report.Row, r Row, scheme string) float64
+	// Claims are the paper's stated bounds, for papers that print their
+	// results as figures (no Rows then).
+	Claims func() []Claim
 }
 
 // Row is one row of a published table.
@@ -127,6 +130,15 @@ var Tables = map[string]*Table{
 	},
 }
 
+func init() {
+	Tables["homa-slowdown"] = &Table{ID: "homa-slowdown", Title: "Homa: slowdown of the shortest messages at 80% load",
+		Source: thesis + ", §6.1, Fig. 6.1", Metric: "99th-percentile slowdown", Claims: homaSlowdownClaims}
+	Tables["homa-priorities"] = &Table{ID: "homa-priorities", Title: "Homa: unscheduled priority levels",
+		Source: thesis + ", Fig. 4.9 and 6.7", Metric: "99th-percentile slowdown", Claims: homaPriorityClaims}
+	Tables["homa-pacer"] = &Table{ID: "homa-pacer", Title: "Homa: the sender's pacer",
+		Source: thesis + ", Fig. 6.5", Metric: "99th-percentile slowdown", Claims: homaPacerClaims}
+}
+
 // IDs lists the published tables, sorted.
 func IDs() []string {
 	var ids []string
@@ -141,9 +153,15 @@ func IDs() []string {
 type Comparison struct {
 	Table *Table
 	Rows  []CompRow
+	// Scale is the run's time-scale factor s (the paper's rate over the
+	// lab's): fabric's times divided by it are at the paper's scale. 0 or
+	// 1: the run was not scaled.
+	Scale float64
 	// Slowdown is HULL Fig. 10 for Table 4 runs: the PQ's 10 MB FCT over
 	// the best scheme's, per load, next to the paper's and eq. 3's.
 	Slowdown []SlowdownRow
+	// Claims are the table's claims checked against the run.
+	Claims []ClaimResult
 }
 
 // SlowdownRow is one load of the Fig. 10 comparison.
@@ -177,13 +195,19 @@ type CompRow struct {
 	Compared int // schemes that had a measurement
 }
 
-// Compare matches report rows against the published table id.
-func Compare(id string, rows []report.Row) (*Comparison, error) {
+// Compare matches report rows against the published table id; scale is the
+// run's time-scale factor (0 when unscaled).
+func Compare(id string, rows []report.Row, scale float64) (*Comparison, error) {
 	t, ok := Tables[id]
 	if !ok {
 		return nil, fmt.Errorf("paper: no published table %q", id)
 	}
-	c := &Comparison{Table: t}
+	c := &Comparison{Table: t, Scale: scale}
+	if t.Claims != nil {
+		for _, cl := range t.Claims() {
+			c.Claims = append(c.Claims, cl.check(rows))
+		}
+	}
 	for _, r := range t.Rows {
 		cr := CompRow{Row: r}
 		for _, s := range t.Schemes {
@@ -247,8 +271,17 @@ func sameOrder(paper, measured []float64) (bool, int) {
 	return true, len(idx)
 }
 
-// Passed counts rows whose ordering agrees.
+// Passed counts rows whose ordering agrees, and claims met among those
+// measured.
 func (c *Comparison) Passed() (pass, total int) {
+	for _, r := range c.Claims {
+		if !math.IsNaN(r.Value) {
+			total++
+			if r.Pass {
+				pass++
+			}
+		}
+	}
 	for _, r := range c.Rows {
 		if r.Compared >= 2 {
 			total++
@@ -304,9 +337,17 @@ func (c *Comparison) Markdown() string {
 	t := c.Table
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Paper side by side: %s\n\n", t.Title)
-	fmt.Fprintf(&b, "Source: %s. Metric: %s. Cells are paper / fabric; the ratio is to %s in the same row. "+
-		"Absolute values differ (the paper's testbed is 1 Gbit/s NetFPGA hardware; fabric's scenarios are scaled to 100 Mbit/s, "+
-		"so queueing delays are about 10× longer); the ratios and the ordering should carry over.\n\n", t.Source, t.Metric, t.Baseline)
+	if t.Claims != nil {
+		fmt.Fprintf(&b, "Source: %s. Metric: %s (dimensionless: no scaling).\n\n", t.Source, t.Metric)
+		claimsMarkdown(&b, c.Claims)
+		return b.String()
+	}
+	s := c.Scale
+	if s <= 0 {
+		s = 1
+	}
+	fmt.Fprintf(&b, "Source: %s. Metric: %s. Cells are paper / fabric at the paper's scale (fabric's measurement divided by the "+
+		"run's time-scale factor s = %g; raw in brackets); the ratio is to %s in the same row.\n\n", t.Source, t.Metric, s, t.Baseline)
 	base := slices.Index(t.Schemes, t.Baseline)
 	b.WriteString("| row |")
 	sep := "|---|"
@@ -318,7 +359,7 @@ func (c *Comparison) Markdown() string {
 	for _, r := range c.Rows {
 		fmt.Fprintf(&b, "| %s |", r.Label)
 		for i := range t.Schemes {
-			fmt.Fprintf(&b, " %s / %s | %s / %s |", num(r.Values[i]), num(r.Measured[i]),
+			fmt.Fprintf(&b, " %s / %s (%s) | %s / %s |", num(r.Values[i]), num(r.Measured[i]/s), num(r.Measured[i]),
 				ratio(r.Values[i], r.Values[base]), ratio(r.Measured[i], r.Measured[base]))
 		}
 		verdict := "FAIL"

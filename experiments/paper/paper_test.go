@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"fabric/results/report"
+	"github.com/fabric-emu/fabric/results/report"
 )
 
 func rows(load float64, lat map[string]float64) []report.Row {
@@ -28,7 +28,7 @@ func TestOrderingVerdict(t *testing.T) {
 		pass     bool
 		compared int
 	}{{"paper order", good, true, 4}, {"PQ above DCTCP", bad, false, 4}, {"two schemes", partial, true, 2}} {
-		cmp, err := Compare("hull-table4", c.rows)
+		cmp, err := Compare("hull-table4", c.rows, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +45,7 @@ func TestOrderingVerdict(t *testing.T) {
 			t.Errorf("%s: markdown lacks the row, the paper/fabric cell or %s:\n%s", c.name, verdict, md)
 		}
 	}
-	if _, err := Compare("hull-table9", nil); err == nil {
+	if _, err := Compare("hull-table9", nil, 0); err == nil {
 		t.Error("unknown table accepted")
 	}
 }
@@ -74,7 +74,7 @@ func TestTable5Rows(t *testing.T) {
 		{Scheme: "pq950-small", LatAvg: 40, FCT1KBAvg: 3100, FCT10MBAvg: 2000},
 		{Scheme: "tcp-qos-large", LatAvg: nan, FCT1KBAvg: nan, FCT10MBAvg: nan},
 	}
-	cmp, err := Compare("hull-table5", rows)
+	cmp, err := Compare("hull-table5", rows, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
