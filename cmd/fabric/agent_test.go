@@ -7,20 +7,24 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
-	"fabric/emu"
-	"fabric/internal/testenv"
-	"fabric/internal/units"
-	"fabric/tc/pacer"
+	"github.com/fabric-emu/fabric/internal/netnsutil"
+
+	"github.com/fabric-emu/fabric/emu"
+	"github.com/fabric-emu/fabric/internal/testenv"
+	"github.com/fabric-emu/fabric/internal/units"
+	"github.com/fabric-emu/fabric/tc/pacer"
 )
 
 // TestMain lets this test binary stand in for the fabric binary when `up`
 // re-executes itself as the pacer agent (os.Executable is the test binary).
 func TestMain(m *testing.M) {
-	if isAgent() {
+	if emu.IsAgent() {
 		main()
 	}
 	os.Exit(m.Run())
@@ -47,7 +51,7 @@ func TestUpLeavesPacerAgent(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "HULL pacer on h0,h1") {
 		t.Fatalf("up: exit %d\n%q", code, out)
 	}
-	h, err := emu.ReadPacerHolder(name)
+	h, err := emu.ReadHolder(name)
 	if err != nil || h == nil {
 		t.Fatalf("no pacer holder recorded: %v", err)
 	}
@@ -60,7 +64,7 @@ func TestUpLeavesPacerAgent(t *testing.T) {
 	// The agent's controller runs: with no traffic it lowers the bucket's
 	// rate from the line rate toward its floor.
 	bucketRate := func() units.Rate {
-		b, ok, err := pacer.ReadBucket(emu.NetNSPath(name, "h0"), "eth0")
+		b, ok, err := pacer.ReadBucket(netnsutil.Path(name, "h0"), "eth0")
 		if err != nil || !ok {
 			t.Fatalf("h0's bucket: found %v, %v", ok, err)
 		}
@@ -90,5 +94,80 @@ func TestUpLeavesPacerAgent(t *testing.T) {
 	}
 	if _, err := os.Stat(emu.LabDir(name)); err == nil {
 		t.Errorf("%s left after down", emu.LabDir(name))
+	}
+}
+
+// `fabric up` of a lab with link delay leaves an agent that runs the delay
+// lines: pings take the delay; once the agent is killed (SIGKILL, no
+// clean-up), nothing crosses the delayed links (they never pass undelayed)
+// and `fabric status` says so; `fabric down` still removes everything.
+func TestDelayAgentDeathStopsDelayedLinks(t *testing.T) {
+	testenv.RequireRoot(t)
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	name := "t11dead" + hex.EncodeToString(b)
+	file := filepath.Join(t.TempDir(), "delayed.yaml")
+	src := fmt.Sprintf("name: %s\ntopology: {kind: star, hosts: 2}\nlinks: {rate: 100Mbit, delay: 1ms}\n", name)
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t.Cleanup(func() { emu.Down(context.Background(), name) })
+	if code, out := runFabric(ctx, "up", file); code != exitOK {
+		t.Fatalf("up: exit %d\n%s", code, out)
+	}
+	h, err := emu.ReadHolder(name)
+	if err != nil || h == nil || !h.Wire || !h.Agent {
+		t.Fatalf("holder %+v (%v): want an agent running the delay lines", h, err)
+	}
+	lab, err := emu.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rtts, err := lab.RTT(ctx, "h0", "h1", 5)
+	if err != nil || slices.Min(rtts) < 3900*time.Microsecond {
+		t.Fatalf("RTT %v (%v) with the agent up: want at least 4 ms", rtts, err)
+	}
+	if err := syscall.Kill(h.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); h.Alive(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("agent still alive after SIGKILL")
+		}
+	}
+	if rtts, err := lab.RTT(ctx, "h0", "h1", 3); err == nil {
+		t.Fatalf("pings crossed the delayed links with the agent dead: %v", rtts)
+	}
+	code, out := runFabric(ctx, "status", name)
+	if code != exitOK || !strings.Contains(out, "delay lines: process") || !strings.Contains(out, "GONE: delayed links carry no traffic") {
+		t.Errorf("status: exit %d, want the dead delay lines named\n%s", code, out)
+	}
+	if code, out := runFabric(ctx, "down", name); code != exitOK {
+		t.Fatalf("down: exit %d\n%s", code, out)
+	}
+	if left, _ := netnsutil.LabPaths(name); len(left) > 0 {
+		t.Errorf("namespaces left: %v", left)
+	}
+}
+
+// Bad link delay and loss are bad input: exit 2, file:line: field, and
+// nothing is made.
+func TestUpBadWire(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ links, want string }{
+		{"links: {delay: -1ms}", ":3: links.delay: "},
+		{"links: {loss: 1}", ":3: links.loss: "},
+		{"links: {delay: 5}", `"5" has no unit`},
+		{"links: {host: {loss: {up: 1.5}}}", ":3: links.host.loss.up: "},
+	} {
+		file := filepath.Join(dir, "bad.yaml")
+		if err := os.WriteFile(file, []byte("name: t11bad\ntopology: {kind: star, hosts: 2}\n"+c.links+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out := runFabric(context.Background(), "up", file)
+		if code != exitBadInput || !strings.Contains(out, c.want) {
+			t.Errorf("%s: exit %d, output %q; want exit 2 and %q", c.links, code, out, c.want)
+		}
 	}
 }

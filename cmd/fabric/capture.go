@@ -7,13 +7,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fabric-emu/fabric/internal/netnsutil"
+
 	"github.com/spf13/cobra"
 
-	"fabric/emu"
-	"fabric/results/capture"
+	"github.com/fabric-emu/fabric/emu"
+	"github.com/fabric-emu/fabric/results/capture"
 )
 
-func init() { addCommand(captureCmd()) }
+func init() { addCommand(captureCmd) }
 
 func captureCmd() *cobra.Command {
 	var dir string
@@ -34,7 +36,7 @@ func captureCmd() *cobra.Command {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return err
 			}
-			nsPath := func(node string) string { return emu.NetNSPath(lab.Name, node) }
+			nsPath := func(node string) string { return netnsutil.Path(lab.Name, node) }
 			for _, spec := range args[1:] {
 				p, _, err := capture.ParsePoint(spec, nsPath)
 				if err != nil {

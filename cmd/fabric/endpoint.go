@@ -1,57 +1,84 @@
 package main
 
 import (
-	"log/slog"
-	"os"
-	"slices"
+	"errors"
+	"fmt"
+	"net/netip"
 
 	"github.com/spf13/cobra"
 
-	"fabric/hosts/endpoint"
+	"github.com/fabric-emu/fabric/hosts/endpoint"
+	"github.com/fabric-emu/fabric/hosts/transport"
 )
 
-// endpointCmd runs the traffic engine inside a host's namespace. It is
-// hidden because the host runtimes and the experiment runner start it;
-// people use `fabric run`. The flags belong to package endpoint (ParseArgs,
-// Config.Args), so the runner's command lines and this parser agree.
-var endpointCmd = &cobra.Command{
-	Use:    "endpoint PATTERN [flags]",
-	Short:  "Run a traffic endpoint (server, dynamic, incast, permutation, static, probe) in this namespace",
-	Hidden: true,
-	Long: `Run one traffic endpoint in the current network namespace.
+func init() { addCommand(endpointCmd) }
 
-Start "fabric endpoint server" on every host that receives traffic, then the
-clients; every completed flow is appended to RUN_DIR/records-<host>.<pattern>.jsonl.
-Clients exit after --duration; servers run until SIGTERM. Both flush their
-records and exit 0 when stopped with SIGTERM.
-
-Examples:
-  fabric endpoint server  --host h2 --run-dir runs/1
-  fabric endpoint dynamic --host h1 --run-dir runs/1 --peer 10.0.2.2 --peer 10.0.3.2 \
-      --workload hull_1k_10m --load 0.4 --link-rate 100Mbit --duration 20s --seed 1
-  fabric endpoint incast  --host h1 --run-dir runs/1 --peer 10.0.2.2,10.0.3.2 --size 64KB --rounds 100
-  fabric endpoint permutation --host h1 --run-dir runs/1 --peer 10.0.5.2 --duration 10s --cc dctcp
-  fabric endpoint probe   --host h1 --run-dir runs/1 --peer 10.0.2.2 --duration 10s --dscp CS7
-
-Flags:
-` + endpoint.Usage(),
-	// endpoint.ParseArgs owns the flags.
-	DisableFlagParsing: true,
-	RunE: func(cmd *cobra.Command, args []string) error {
-		if slices.Contains(args, "-h") || slices.Contains(args, "--help") {
-			return cmd.Help()
-		}
-		cfg, err := endpoint.ParseArgs(args)
-		if err != nil {
-			return badInput(err)
-		}
-		level := slog.LevelInfo
-		if endpoint.Verbose(args) {
-			level = slog.LevelDebug
-		}
-		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("host", cfg.Host, "pattern", cfg.Pattern)
-		return endpoint.Run(cmd.Context(), cfg)
-	},
+// endpointCmd runs the LMM's probe on a host; the experiment runner starts
+// it next to the scheme's transport. Hidden: people use `fabric run`.
+func endpointCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:    "endpoint",
+		Short:  "The LMM's probe stream: a 1500-byte packet every 1 ms (HULL §5.2)",
+		Hidden: true,
+	}
+	c.AddCommand(probeCmd(), probeSinkCmd())
+	return c
 }
 
-func init() { addCommand(endpointCmd) }
+func probeCmd() *cobra.Command {
+	var p endpoint.Probe
+	var to, dscp string
+	c := &cobra.Command{
+		Use:   "probe --host NAME --to ADDR",
+		Short: "Send probes to a probe sink",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := netip.ParseAddr(to)
+			if err != nil {
+				return badInput(fmt.Errorf("--to: %w", err))
+			}
+			if p.DSCP, err = transport.ParseDSCP(dscp); err != nil {
+				return badInput(fmt.Errorf("--dscp: %w", err))
+			}
+			p.To = a
+			return endpoint.Send(cmd.Context(), p)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&p.Host, "host", "", "this host's name, carried in every probe")
+	f.StringVar(&to, "to", "", "the sink's address")
+	f.StringVar(&dscp, "dscp", "CS0", "the probes' code point")
+	f.DurationVar(&p.Duration, "duration", 0, "how long to send (0: until stopped)")
+	f.DurationVar(&p.Interval, "interval", endpoint.DefaultInterval, "time between probes")
+	f.IntVar(&p.Size, "size", endpoint.DefaultSize, "IP packet size in bytes")
+	f.IntVar(&p.Port, "port", endpoint.DefaultPort, "the sink's UDP port")
+	return c
+}
+
+func probeSinkCmd() *cobra.Command {
+	var host, addr, records string
+	var port int
+	c := &cobra.Command{
+		Use:   "probe-sink --host NAME --addr ADDR --records FILE",
+		Short: "Receive probes and record each one's one-way delay until SIGTERM",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := netip.ParseAddr(addr)
+			if err != nil {
+				return badInput(fmt.Errorf("--addr: %w", err))
+			}
+			w, err := transport.OpenRecords(records)
+			if err != nil {
+				return err
+			}
+			err = endpoint.Sink(cmd.Context(), host, a, port, w, func() { transport.Ready(cmd.OutOrStdout()) })
+			return errors.Join(err, w.Close())
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&host, "host", "", "this host's name")
+	f.StringVar(&addr, "addr", "", "the address to listen on")
+	f.StringVar(&records, "records", "", "the records file to append Probe records to")
+	f.IntVar(&port, "port", endpoint.DefaultPort, "UDP port")
+	return c
+}

@@ -8,12 +8,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"fabric/hosts" // also registers the docker host runtime
+	"github.com/fabric-emu/fabric/hosts" // also registers the docker host runtime
 )
 
 func init() {
-	addCommand(imageCmd())
-	addCommand(sleepCmd())
+	addCommand(imageCmd)
+	addCommand(sleepCmd)
 }
 
 func imageCmd() *cobra.Command {

@@ -4,25 +4,30 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/fabric-emu/fabric/internal/netnsutil"
+
 	"github.com/spf13/cobra"
 
-	"fabric/emu"
-	"fabric/tc/pacer"
+	"github.com/fabric-emu/fabric/emu"
+	"github.com/fabric-emu/fabric/tc/pacer"
 )
 
 func init() {
-	addCommand(upCmd())
-	addCommand(downCmd())
-	addCommand(statusCmd())
-	addCommand(execCmd())
-	addCommand(pingallCmd())
+	addCommand(upCmd)
+	addCommand(downCmd)
+	addCommand(statusCmd)
+	addCommand(execCmd)
+	addCommand(pingallCmd)
 }
 
 func upCmd() *cobra.Command {
@@ -35,39 +40,49 @@ func upCmd() *cobra.Command {
 			if err != nil {
 				return badInput(err)
 			}
-			if os.Geteuid() != 0 {
-				return badInput(errors.New("fabric up must run as root: it creates network namespaces, veth links and qdiscs"))
-			}
-			g, err := spec.Resolve()
+			needsAgent, err := spec.NeedsAgent()
 			if err != nil {
 				return badInput(err)
 			}
-			paced := spec.PacedHosts(g)
-			if len(paced) > 0 && !isAgent() {
-				verbose, _ := cmd.Flags().GetBool("verbose")
-				return upWithAgent(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), spec.Name, args[0], verbose)
-			}
-			if isAgent() {
-				emu.BecomePacerAgent()
+			if needsAgent && !emu.IsAgent() {
+				if err := emu.RequireRoot(); err != nil {
+					return err
+				}
+				upArgs := []string{"up", args[0]}
+				if v, _ := cmd.Flags().GetBool("verbose"); v {
+					upArgs = append(upArgs, "-v")
+				}
+				err := emu.UpDetached(cmd.Context(), spec.Name, upArgs, cmd.OutOrStdout(), cmd.ErrOrStderr())
+				var ee *exec.ExitError
+				if errors.As(err, &ee) {
+					return exitError{code: ee.ExitCode()} // the agent printed why
+				}
+				return err
 			}
 			t0 := time.Now()
 			lab, err := emu.Up(cmd.Context(), spec)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "lab %s up in %s: %s, %d hosts, %d switches, %d links\n",
-				lab.Name, time.Since(t0).Round(time.Millisecond), spec.Topology, len(g.Hosts()), len(g.Switches()), len(g.Links))
-			if len(paced) > 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "  HULL pacer on %s, run by process %d until fabric down (log: %s)\n",
-					strings.Join(paced, ","), os.Getpid(), filepath.Join(emu.LabDir(lab.Name), agentLog))
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "  try: fabric pingall %s; fabric status %s; fabric down %s\n", lab.Name, lab.Name, lab.Name)
-			if isAgent() {
-				return holdPacers(cmd.Context(), lab)
+			printUp(cmd.OutOrStdout(), lab, time.Since(t0))
+			if emu.IsAgent() {
+				return lab.Hold(cmd.Context())
 			}
 			return nil
 		},
 	}
+}
+
+// printUp is the summary `up` prints.
+func printUp(out io.Writer, lab *emu.Lab, took time.Duration) {
+	g := lab.Graph
+	fmt.Fprintf(out, "lab %s up in %s: %s, %d hosts, %d switches, %d links\n",
+		lab.Name, took.Round(time.Millisecond), lab.Spec.Topology, len(g.Hosts()), len(g.Switches()), len(g.Links))
+	if paced := slices.Sorted(maps.Keys(lab.Pacers())); len(paced) > 0 {
+		fmt.Fprintf(out, "  HULL pacer on %s, run by process %d until fabric down (log: %s)\n",
+			strings.Join(paced, ","), os.Getpid(), filepath.Join(emu.LabDir(lab.Name), emu.AgentLog))
+	}
+	fmt.Fprintf(out, "  try: fabric pingall %s; fabric status %s; fabric down %s\n", lab.Name, lab.Name, lab.Name)
 }
 
 func downCmd() *cobra.Command {
@@ -78,9 +93,6 @@ func downCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if all == (len(args) > 0) {
 				return badInput(errors.New("down: name the labs to remove, or give --all"))
-			}
-			if os.Geteuid() != 0 {
-				return badInput(errors.New("fabric down must run as root"))
 			}
 			if all {
 				labs, err := emu.DownAll(cmd.Context())
@@ -169,21 +181,27 @@ type ifaceStatus struct {
 	Peer  string `json:"peer"` // node:ifname
 	Rate  string `json:"rate"`
 	MTU   int    `json:"mtu"`
+	// Wire is what the wire after this interface does: delay and loss.
+	Wire *emu.Wire `json:"wire,omitempty"`
 }
 
 func printLab(out interface{ Write([]byte) (int, error) }, lab *emu.Lab, asJSON bool) error {
 	var nodes []nodeStatus
 	for _, n := range lab.Graph.Nodes {
-		ns := nodeStatus{Name: n.Name, Kind: n.Kind, Tier: n.Tier, NetNS: emu.NetNSPath(lab.Name, n.Name), Routes: len(n.Routes)}
-		if n.Kind == emu.Host {
+		ns := nodeStatus{Name: n.Name, Kind: n.Kind, Tier: n.Tier, NetNS: netnsutil.Path(lab.Name, n.Name), Routes: len(n.Routes)}
+		if n.Kind == emu.HostNode {
 			ns.Addr = n.Addr.String()
 		}
 		for _, i := range n.Ifaces {
-			ns.Ifaces = append(ns.Ifaces, ifaceStatus{Name: i.Name, Local: i.Local.String(), Peer: i.Peer.Label(), Rate: i.Link.Rate.String(), MTU: i.Link.MTU})
+			is := ifaceStatus{Name: i.Name, Local: i.Local.String(), Peer: i.Peer.Label(), Rate: i.Link.Rate.String(), MTU: i.Link.MTU}
+			if w := i.Wire(); !w.IsZero() {
+				is.Wire = &w
+			}
+			ns.Ifaces = append(ns.Ifaces, is)
 		}
 		nodes = append(nodes, ns)
 	}
-	holder, err := emu.ReadPacerHolder(lab.Name)
+	holder, err := emu.ReadHolder(lab.Name)
 	if err != nil {
 		return err
 	}
@@ -192,31 +210,24 @@ func printLab(out interface{ Write([]byte) (int, error) }, lab *emu.Lab, asJSON 
 		enc.SetIndent("", "  ")
 		doc := map[string]any{"lab": lab.Name, "topology": lab.Spec.Topology.String(), "nodes": nodes}
 		if holder != nil {
-			doc["pacers"] = map[string]any{"hosts": holder.Hosts, "pid": holder.PID, "agent": holder.Agent, "running": holder.Alive()}
+			doc["holder"] = map[string]any{"pacers": holder.Pacers, "delay_lines": holder.Wire, "pid": holder.PID, "agent": holder.Agent, "running": holder.Alive()}
 		}
 		return enc.Encode(doc)
 	}
 	fmt.Fprintf(out, "lab %s: %s, %d hosts, %d switches, %d links\n", lab.Name, lab.Spec.Topology, len(lab.Graph.Hosts()), len(lab.Graph.Switches()), len(lab.Graph.Links))
 	if holder != nil {
-		state := "running"
-		if !holder.Alive() {
-			state = "GONE: the hosts' pacers are not being updated"
-		}
-		fmt.Fprintf(out, "HULL pacers on %s, process %d (%s)\n", strings.Join(holder.Hosts, ","), holder.PID, state)
-		for _, h := range holder.Hosts {
-			if n := lab.Graph.Node(h); n != nil && len(n.Ifaces) > 0 {
-				if b, ok, err := pacer.ReadBucket(emu.NetNSPath(lab.Name, h), n.Ifaces[0].Name); err == nil && ok {
-					fmt.Fprintf(out, "  %s bucket: R %.1f Mbit/s, %d B queued\n", h, float64(b.Rate)/1e6, b.Backlog)
-				}
-			}
-		}
+		printHolder(out, lab, holder)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tKIND\tTIER\tADDRESS\tINTERFACES")
 	for _, n := range nodes {
 		var ifs []string
 		for _, i := range n.Ifaces {
-			ifs = append(ifs, fmt.Sprintf("%s=%s→%s@%s", i.Name, i.Local, i.Peer, i.Rate))
+			wire := ""
+			if i.Wire != nil {
+				wire = "+" + i.Wire.String()
+			}
+			ifs = append(ifs, fmt.Sprintf("%s=%s→%s@%s%s", i.Name, i.Local, i.Peer, i.Rate, wire))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, n.Kind, n.Tier, n.Addr, strings.Join(ifs, " "))
 	}
@@ -234,7 +245,7 @@ func execCmd() *cobra.Command {
 				return err
 			}
 			c := exec.CommandContext(cmd.Context(), args[2], args[3:]...)
-			c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
+			c.Stdin, c.Stdout, c.Stderr = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
 			// The child inherits the namespace of the thread that forks it.
 			err = lab.Do(args[1], c.Run)
 			var ee *exec.ExitError
@@ -293,4 +304,32 @@ func firstN(s []string, n int) []string {
 		return append(s[:n:n], "…")
 	}
 	return s
+}
+
+// printHolder says which process runs the lab's pacers and delay lines,
+// and what a dead one means.
+func printHolder(out io.Writer, lab *emu.Lab, holder *emu.Holder) {
+	alive := holder.Alive()
+	if holder.Wire {
+		state := "running"
+		if !alive {
+			state = "GONE: delayed links carry no traffic until the lab is rebuilt"
+		}
+		fmt.Fprintf(out, "delay lines: process %d (%s)\n", holder.PID, state)
+	}
+	if len(holder.Pacers) == 0 {
+		return
+	}
+	state := "running"
+	if !alive {
+		state = "GONE: the hosts' pacers are not being updated"
+	}
+	fmt.Fprintf(out, "HULL pacers on %s, process %d (%s)\n", strings.Join(holder.Pacers, ","), holder.PID, state)
+	for _, h := range holder.Pacers {
+		if n := lab.Graph.Node(h); n != nil && len(n.Ifaces) > 0 {
+			if b, ok, err := pacer.ReadBucket(netnsutil.Path(lab.Name, h), n.Ifaces[0].Name); err == nil && ok {
+				fmt.Fprintf(out, "  %s bucket: R %.1f Mbit/s, %d B queued\n", h, float64(b.Rate)/1e6, b.Backlog)
+			}
+		}
+	}
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"fabric/internal/yamlfile"
+	"github.com/fabric-emu/fabric/internal/yamlfile"
 )
 
 // Exit codes.
@@ -39,31 +39,39 @@ func badInput(err error) error {
 	return usageError{err}
 }
 
-// rootCmd is shared by the per-command files, which add themselves in init.
-var rootCmd = &cobra.Command{
-	Use:           "fabric",
-	Short:         "Emulated datacenter fabrics for transport research",
-	SilenceUsage:  true,
-	SilenceErrors: true,
-	PersistentPreRun: func(cmd *cobra.Command, _ []string) {
-		level := slog.LevelInfo
-		if v, _ := cmd.Flags().GetBool("verbose"); v {
-			level = slog.LevelDebug
-		}
-		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
-	},
-}
+// commands are the subcommands' constructors; each command file adds its
+// own in init.
+var commands []func() *cobra.Command
 
-func init() {
-	rootCmd.PersistentFlags().BoolP("verbose", "v", false, "debug logging")
-}
+// addCommand registers a subcommand's constructor.
+func addCommand(c func() *cobra.Command) { commands = append(commands, c) }
 
-// addCommand registers a subcommand; each command file calls it from init.
-func addCommand(c *cobra.Command) { rootCmd.AddCommand(c) }
+// newRootCmd builds the whole command tree. Each invocation gets its own, so
+// no flag value outlives the command that set it.
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "fabric",
+		Short:         "Emulated datacenter fabrics for transport research",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			level := slog.LevelInfo
+			if v, _ := cmd.Flags().GetBool("verbose"); v {
+				level = slog.LevelDebug
+			}
+			slog.SetDefault(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})))
+		},
+	}
+	root.PersistentFlags().BoolP("verbose", "v", false, "debug logging")
+	for _, c := range commands {
+		root.AddCommand(c())
+	}
+	return root
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := rootCmd.ExecuteContext(ctx)
+	err := newRootCmd().ExecuteContext(ctx)
 	stop()
 	os.Exit(exitCode(err))
 }

@@ -8,12 +8,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"fabric/emu"
-	"fabric/internal/yamlfile"
-	"fabric/tc"
+	"github.com/fabric-emu/fabric/emu"
+	"github.com/fabric-emu/fabric/internal/yamlfile"
+	"github.com/fabric-emu/fabric/tc"
 )
 
-func init() { addCommand(portCmd()) }
+func init() { addCommand(portCmd) }
 
 func portCmd() *cobra.Command {
 	c := &cobra.Command{

@@ -13,19 +13,20 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"fabric/emu"
-	"fabric/internal/testenv"
-	"fabric/tc"
-	"fabric/tc/tctest"
+	"github.com/fabric-emu/fabric/emu"
+	"github.com/fabric-emu/fabric/internal/testenv"
+	"github.com/fabric-emu/fabric/tc"
+	"github.com/fabric-emu/fabric/tc/tctest"
 )
 
 // runFabric runs the CLI in-process and returns its exit code and output.
 func runFabric(ctx context.Context, args ...string) (int, string) {
 	var out bytes.Buffer
-	rootCmd.SetArgs(args)
-	rootCmd.SetOut(&out)
-	rootCmd.SetErr(&out)
-	err := rootCmd.ExecuteContext(ctx)
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(&out)
+	root.SetErr(&out)
+	err := root.ExecuteContext(ctx)
 	if err != nil {
 		fmt.Fprintln(&out, err)
 	}

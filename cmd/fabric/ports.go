@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"fabric/emu"
-	"fabric/tc"
+	"github.com/fabric-emu/fabric/emu"
+	"github.com/fabric-emu/fabric/tc"
 )
 
 // portStatus is one port in `status --ports --json`.

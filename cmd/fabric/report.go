@@ -6,33 +6,35 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"fabric/experiments"
+	"github.com/fabric-emu/fabric/experiments"
 )
 
 // reportCmd is `fabric report RUNDIR...`: the tables again, with the
 // paper's published numbers side by side for the HULL scenarios.
-var reportCmd = &cobra.Command{
-	Use:   "report RUNDIR...",
-	Short: "Rebuild report.md and summary.csv of runs, with the paper's numbers side by side",
-	Long: `Load every trial under the run directories, write report.md, summary.csv and
+func reportCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "report RUNDIR...",
+		Short: "Rebuild report.md and summary.csv of runs, with the paper's numbers side by side",
+		Long: `Load every trial under the run directories, write report.md, summary.csv and
 the figures into the first, and print the report. For runs of the HULL
 scenarios the paper's published table is printed next to the measured one,
 with the ratio between schemes and an ordering pass/fail per row.`,
-	Example: `  fabric report runs/hull-dynamic/20261123T093000Z`,
-	Args:    cobra.MinimumNArgs(1),
-	RunE: func(cmd *cobra.Command, args []string) error {
-		for _, d := range args {
-			if st, err := os.Stat(d); err != nil || !st.IsDir() {
-				return badInput(fmt.Errorf("%s: not a run directory", d))
+		Example: `  fabric report runs/hull-dynamic/20261123T093000Z`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, d := range args {
+				if st, err := os.Stat(d); err != nil || !st.IsDir() {
+					return badInput(fmt.Errorf("%s: not a run directory", d))
+				}
 			}
-		}
-		md, err := experiments.Report(args...)
-		if err != nil {
-			return err
-		}
-		fmt.Print(md)
-		return nil
-	},
+			md, err := experiments.Report(args...)
+			if err != nil {
+				return err
+			}
+			fmt.Fprint(cmd.OutOrStdout(), md)
+			return nil
+		},
+	}
 }
 
 func init() { addCommand(reportCmd) }

@@ -42,5 +42,4 @@ func TestRunBadInput(t *testing.T) {
 			t.Errorf("fabric %s: exit %d, output %q; want exit 2 and %q", strings.Join(c.args, " "), code, out, c.want)
 		}
 	}
-	runFlags.resume = "" // cobra keeps flag values between runs in one process
 }
