@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"slices"
@@ -213,7 +214,16 @@ func (b *build) steerReleases(ctx context.Context) error {
 		}
 		for _, i := range []*Iface{l.A, l.B} {
 			rel := "class/net/" + i.Name + "/queues/rx-0/rps_cpus"
-			if err := netnsutil.WriteSysfs(netnsutil.Path(b.lab, i.Node.Name), rel, mask); err != nil {
+			err := netnsutil.WriteSysfs(netnsutil.Path(b.lab, i.Node.Name), rel, mask)
+			if errors.Is(err, unix.EROFS) {
+				// A docker host's network namespace has sysfs mounted
+				// read-only by the daemon, and a new mount shares that
+				// superblock. Steering is an optimisation: the lines
+				// still work, with the kernel's follow-up work on their CPU.
+				slog.Debug("delay lines: released packets not steered", "iface", i.Label(), "err", err)
+				continue
+			}
+			if err != nil {
 				return fmt.Errorf("%s: rps_cpus: %w", i.Label(), err)
 			}
 		}

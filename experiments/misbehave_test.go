@@ -1,0 +1,115 @@
+package experiments
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fabric-emu/fabric/internal/testenv"
+)
+
+// A user's transport that misbehaves fails its trial with an error that
+// names the scheme and the host (and, for records, the file and line);
+// the trial is marked incomplete and nothing is left behind: no
+// namespaces, no lab state, no process.
+func TestMisbehavingTransports(t *testing.T) {
+	testenv.RequireRoot(t)
+	// marker is in every command line the test starts, so that leftovers
+	// can be found by it (and only ours).
+	marker := fmt.Sprintf("fabric-misbehave-%d", os.Getpid())
+	// waitTERM keeps a well-behaved shell transport alive until SIGTERM.
+	const waitTERM = `trap 'exit 0' TERM; while :; do sleep 0.05; done`
+	cases := []struct {
+		name, script string
+		argv         []string // instead of sh -c script
+		want         []string
+	}{
+		{name: "cannot-start", argv: []string{"/nonexistent/" + marker},
+			want: []string{"scheme bad", "host h"}},
+		{name: "exits-early", script: `exit 3`,
+			want: []string{"scheme bad", "host h", "exited before its ready line"}},
+		{name: "no-ready", script: `sleep 30`,
+			want: []string{"scheme bad", "host h", `no "ready" line`}},
+		// printf's \173 and \175 are { and }, which a command line
+		// keeps for placeholders.
+		{name: "malformed", script: `echo ready; printf '\173"type": "flow", "id": \n' > "$FABRIC_RECORDS"; ` + waitTERM,
+			want: []string{"scheme bad", ".jsonl:1: malformed record"}},
+		{name: "unscheduled", script: `echo ready; printf '\173"type":"flow","id":99999999,"src":"h1","dst":"h0","size":1,"bytes":1,"start_ns":1,"end_ns":2\175\n' > "$FABRIC_RECORDS"; ` + waitTERM,
+			want: []string{"scheme bad", ".jsonl:1: a record of message 99999999"}},
+		{name: "ignores-term", script: `trap '' TERM; echo ready; while :; do sleep 0.05; done`,
+			want: []string{"scheme bad", "host h", "SIGTERM"}},
+	}
+	prefix := testPrefix("m")
+	t.Cleanup(func() {
+		if left := labLeftovers(t, prefix); len(left) > 0 {
+			t.Errorf("lab resources left behind: %v", left)
+		}
+		if procs := processesWith(marker); len(procs) > 0 {
+			t.Errorf("processes left behind: %v", procs)
+		}
+	})
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			argv := c.argv
+			if argv == nil {
+				argv = []string{"/bin/sh", "-c", c.script, marker}
+			}
+			quoted := make([]string, len(argv))
+			for i, a := range argv {
+				quoted[i] = fmt.Sprintf("%q", a)
+			}
+			spec, err := Parse("bad.yaml", []byte(fmt.Sprintf(`name: bad
+lab:
+  name: bad
+  topology: {kind: star, hosts: 2}
+  links: {rate: 100Mbit}
+schemes:
+  bad: {transport: {command: [%s]}}
+traffic: {pattern: dynamic, workload: homa_w2_google_search, client: h0, servers: rest, load: 0.1}
+duration: 2s
+`, strings.Join(quoted, ", "))), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			out := t.TempDir()
+			_, err = Run(ctx, spec, Options{Out: out, LabPrefix: prefix, Seed: 1})
+			if err == nil {
+				t.Fatal("the run succeeded")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			marks, _ := filepath.Glob(filepath.Join(out, "*", "*", "*", "trial-1", incompleteMarker))
+			if len(marks) != 1 {
+				t.Errorf("trial not marked incomplete (%v)", marks)
+			}
+			if left := labLeftovers(t, prefix); len(left) > 0 {
+				t.Errorf("lab resources left behind: %v", left)
+			}
+			if procs := processesWith(marker); len(procs) > 0 {
+				t.Errorf("processes left behind: %v", procs)
+			}
+		})
+	}
+}
+
+// processesWith lists the PIDs whose command line holds s.
+func processesWith(s string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), s) && e.Name() != fmt.Sprint(os.Getpid()) {
+			out = append(out, e.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return out
+}
