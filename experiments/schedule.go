@@ -137,6 +137,10 @@ type scheduleBuilder struct {
 	s     *Schedule
 	index map[string]uint16
 	seed  uint64
+	// runs are the starts of the runs of messages added in time order
+	// (one per dynamic stream), which done merges instead of sorting
+	// everything: a 60 s W4 schedule holds millions of messages.
+	runs []int
 }
 
 func newScheduleBuilder(pattern string, d time.Duration, hosts []ScheduleHost, seed uint64) *scheduleBuilder {
@@ -157,14 +161,65 @@ func (b *scheduleBuilder) rng(stream ...string) *rand.Rand {
 	return rand.New(rand.NewPCG(hostSeed(b.seed, fmt.Sprint(stream)), 0x5c4ed))
 }
 
-// done sorts the messages by time (then sender, receiver, size: a total
-// order, so equal draws give equal files) and returns the schedule.
+// startRun says that the messages added from now until the next startRun
+// come in time order.
+func (b *scheduleBuilder) startRun() { b.runs = append(b.runs, len(b.s.msgs)) }
+
+// compareMsgs orders messages by time, then sender, receiver, class and
+// size: a total order, so equal draws give equal files.
+func compareMsgs(x, y schedMsg) int {
+	return cmp.Or(cmp.Compare(x.t, y.t), cmp.Compare(x.src, y.src), cmp.Compare(x.dst, y.dst),
+		cmp.Compare(x.class, y.class), cmp.Compare(x.size, y.size))
+}
+
+// done orders the messages (compareMsgs) and returns the schedule. Each
+// run is sorted on its own (in linear time: pdqsort finds the order a
+// run already has) and the runs are then merged, pairwise, which costs
+// far less than sorting them together.
 func (b *scheduleBuilder) done() *Schedule {
-	slices.SortFunc(b.s.msgs, func(x, y schedMsg) int {
-		return cmp.Or(cmp.Compare(x.t, y.t), cmp.Compare(x.src, y.src), cmp.Compare(x.dst, y.dst),
-			cmp.Compare(x.class, y.class), cmp.Compare(x.size, y.size))
-	})
+	msgs := b.s.msgs
+	bounds := append(slices.Clone(b.runs), len(msgs))
+	if len(b.runs) == 0 || b.runs[0] != 0 {
+		bounds = append([]int{0}, bounds...)
+	}
+	var parts [][]schedMsg
+	for i := 0; i+1 < len(bounds); i++ {
+		if part := msgs[bounds[i]:bounds[i+1]]; len(part) > 0 {
+			slices.SortFunc(part, compareMsgs)
+			parts = append(parts, part)
+		}
+	}
+	b.s.msgs = mergeRuns(parts)
 	return b.s
+}
+
+// mergeRuns merges sorted runs in one pass: each message out is the
+// least of the runs' heads, found by a scan (a schedule has one run per
+// receiver and class, a few dozen; the scan compares times first, which
+// is cheap, and rarely needs the full order).
+func mergeRuns(parts [][]schedMsg) []schedMsg {
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	total := 0
+	for _, p := range parts {
+		total += len(p)
+	}
+	out := make([]schedMsg, 0, total)
+	for len(parts) > 0 {
+		best := 0
+		for i := 1; i < len(parts); i++ {
+			x, y := &parts[i][0], &parts[best][0]
+			if x.t < y.t || x.t == y.t && compareMsgs(*x, *y) < 0 {
+				best = i
+			}
+		}
+		out = append(out, parts[best][0])
+		if parts[best] = parts[best][1:]; len(parts[best]) == 0 {
+			parts = slices.Delete(parts, best, best+1)
+		}
+	}
+	return out
 }
 
 // scheduleClass is one independent stream of messages of the dynamic
@@ -184,6 +239,15 @@ type scheduleClass struct {
 // inter-arrival times from the class's law.
 func (b *scheduleBuilder) dynamic(receivers, senders []string, rates map[string]float64, classes []scheduleClass) {
 	b.s.Classes = nil
+	// Room for the expected count and a little more, at once: growing a
+	// slice of millions by doubling copies it each time.
+	expected := 0.0
+	for _, c := range classes {
+		for _, rx := range receivers {
+			expected += b.s.Duration.Seconds() * c.load * rates[rx] / (c.cdf.Mean() * 8)
+		}
+	}
+	b.s.msgs = slices.Grow(b.s.msgs, int(expected*1.05)+64)
 	for ci, c := range classes {
 		b.s.Classes = append(b.s.Classes, c.name)
 		for _, rx := range receivers {
@@ -196,6 +260,7 @@ func (b *scheduleBuilder) dynamic(receivers, senders []string, rates map[string]
 			sizes := c.cdf.NewSampler(hostSeed(b.seed, "sizes/"+c.name+"/"+rx))
 			pick := b.rng("pick", c.name, rx)
 			end := b.s.Duration.Seconds()
+			b.startRun()
 			for t := gaps(); t < end; t += gaps() {
 				b.add(schedMsg{t: int64(t * 1e9), size: sizes.Next(), src: b.index[from[pick.IntN(len(from))]],
 					dst: b.index[rx], class: uint8(ci), dscp: c.dscp})
