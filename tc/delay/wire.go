@@ -271,7 +271,17 @@ func (w *Wire) wait(fds []unix.PollFd, idle *unix.Timespec, margin int64) error 
 	next -= w.early
 	now := time.Now().UnixNano()
 	if next-now > spinMax {
-		ts := unix.NsecToTimespec(min(next-margin, now+w.pollEvery()))
+		wake := next - margin
+		if wake <= now {
+			// Already within the timer's overshoot of the release: a sleep
+			// to next-margin would return at once, over and over, and the
+			// loop would spin the whole margin away (measured: a whole
+			// core, 210 µs of CPU per packet, when a busy start-up had
+			// measured a large margin). Sleep to spinMax before it
+			// instead and accept the overshoot as lateness.
+			wake = next - spinMax
+		}
+		ts := unix.NsecToTimespec(min(wake, now+w.pollEvery()))
 		_, _, errno := unix.RawSyscall6(unix.SYS_CLOCK_NANOSLEEP, unix.CLOCK_REALTIME, unix.TIMER_ABSTIME,
 			uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
 		if errno != 0 && errno != unix.EINTR {
@@ -295,7 +305,7 @@ func (w *Wire) wait(fds []unix.PollFd, idle *unix.Timespec, margin int64) error 
 const spinMax = int64(20 * time.Microsecond)
 
 // wakeMargin measures how late this machine's timed sleeps wake (the median
-// of 40 sleeps of 50 µs), within [0, 500 µs]: the loop sleeps that much
+// of 40 sleeps of 50 µs), within [0, maxMargin]: the loop sleeps that much
 // less, so that it wakes on time as often as late.
 func wakeMargin() time.Duration {
 	var over []time.Duration
@@ -306,8 +316,14 @@ func wakeMargin() time.Duration {
 		over = append(over, time.Since(at))
 	}
 	slices.Sort(over)
-	return min(max(over[len(over)/2], 0), 500*time.Microsecond)
+	return min(max(over[len(over)/2], 0), maxMargin)
 }
+
+// maxMargin bounds the wake-up margin: a loop started while the machine
+// is busy (a lab coming up) measures overshoots of hundreds of µs, and
+// waking that early before every release spins a core away; sleeps on an
+// idle VM here overshoot 40–100 µs.
+const maxMargin = 100 * time.Microsecond
 
 // Margin is how early the loop wakes before a release (measured at start).
 func (w *Wire) Margin() time.Duration { return time.Duration(w.margin.Load()) }
