@@ -242,6 +242,7 @@ func (t *TrialSummary) loadFlows(dir string, meta Meta) error {
 		t.ShortHalf = &s
 	}
 	t.Spectrum = a.Spectrum
+	t.Classes = classResults(a, meta.Classes)
 	for _, b := range a.Sizes {
 		if b.N > 0 {
 			t.SizeSlowdown = append(t.SizeSlowdown, b)
