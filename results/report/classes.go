@@ -238,7 +238,7 @@ func sloTable(b *strings.Builder, sh shape, rows []Row, names []string) {
 	var lines []string
 	for _, r := range rows {
 		for _, name := range names {
-			for _, c := range r.class(name).SLO {
+			for _, c := range r.Class(name).SLO {
 				line := "|"
 				for _, v := range r.Keys {
 					line += " " + v + " |"
@@ -283,15 +283,15 @@ func classNames(rows []Row) []string {
 
 func classDSCP(rows []Row, name string) uint8 {
 	for _, r := range rows {
-		if c := r.class(name); c.Name != "" {
+		if c := r.Class(name); c.Name != "" {
 			return c.DSCP
 		}
 	}
 	return 0
 }
 
-// class is the row's cell of the named class (the zero cell without it).
-func (r Row) class(name string) ClassCell {
+// Class is the row's cell of the named class (the zero cell without it).
+func (r Row) Class(name string) ClassCell {
 	for _, c := range r.Classes {
 		if c.Name == name {
 			return c
@@ -302,7 +302,7 @@ func (r Row) class(name string) ClassCell {
 
 // classRange is the row's class's i-th range, NaN when it has none.
 func classRange(r Row, name string, i int) SizeCell {
-	c := r.class(name)
+	c := r.Class(name)
 	if i >= len(c.Ranges) {
 		return SizeCell{P50: math.NaN(), P99: math.NaN()}
 	}

@@ -102,7 +102,7 @@ func TestClassReport(t *testing.T) {
 	// Below one BDP leaves the 200 KB messages out: the fg's <1bdp p99
 	// is its small messages' slowdown, not 10.
 	for _, r := range rep.Rows {
-		fg := r.class("fg")
+		fg := r.Class("fg")
 		if r.Scheme == "fifo" && (fg.Ranges[1].P99 < 3.19 || fg.Ranges[1].P99 > 3.21 || fg.SLO[0].Met()) {
 			t.Errorf("fifo fg: <1bdp p99 %v, met %v; want 3.2, missed", fg.Ranges[1].P99, fg.SLO[0].Met())
 		}
