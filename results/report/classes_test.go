@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,9 +18,9 @@ import (
 // class's messages below one BDP (1 KB) all at slowdown small[class], its
 // messages above (200 KB) at slowdown 10, and meta.json with the classes'
 // SLOs. The lab: 10 Mbit/s and a 100 ms RTT, so one BDP is 125 KB.
-func classTrial(t *testing.T, root, scheme string, trial int, small map[string]float64) {
+func classTrial(t *testing.T, root, scheme string, load, trial int, small map[string]float64) {
 	t.Helper()
-	dir := filepath.Join(root, scheme+"_load80", fmt.Sprintf("trial-%d", trial))
+	dir := filepath.Join(root, fmt.Sprintf("%s_load%d", scheme, load), fmt.Sprintf("trial-%d", trial))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -46,8 +47,8 @@ func classTrial(t *testing.T, root, scheme string, trial int, small map[string]f
 		t.Fatal(err)
 	}
 	meta, _ := json.Marshal(map[string]any{
-		"scheme": scheme + " ", "scheme_name": scheme, "pattern": "dynamic", "trial": trial, "load": 0.8,
-		"sweep": []SweepValue{{"load", "80%"}}, "bottleneck_bps": ideal.BottleneckBPS, "unloaded_rtt_ns": ideal.RTT.Nanoseconds(),
+		"scheme": scheme + " ", "scheme_name": scheme, "pattern": "dynamic", "trial": trial, "load": float64(load) / 100,
+		"sweep": []SweepValue{{"load", fmt.Sprintf("%d%%", load)}}, "bottleneck_bps": ideal.BottleneckBPS, "unloaded_rtt_ns": ideal.RTT.Nanoseconds(),
 		"classes": []ClassMeta{
 			{Name: "fg", DSCP: 56, Load: 0.1, SLO: SLO{{P99Slowdown: 2.5, Range: flows.BelowBDP}}},
 			{Name: "bg", Load: 0.8, SLO: SLO{{P99Slowdown: 5}}},
@@ -64,10 +65,10 @@ func classTrial(t *testing.T, root, scheme string, trial int, small map[string]f
 func TestClassReport(t *testing.T) {
 	root := t.TempDir()
 	for trial, fg := range []float64{3.0, 3.4} { // FIFO: the foreground misses 2.5 by 3.2/2.5 = 1.28×
-		classTrial(t, root, "fifo", trial+1, map[string]float64{"fg": fg, "bg": 2})
+		classTrial(t, root, "fifo", 80, trial+1, map[string]float64{"fg": fg, "bg": 2})
 	}
 	for trial, fg := range []float64{1.2, 1.4} { // strict priority: met; the background pays
-		classTrial(t, root, "prio", trial+1, map[string]float64{"fg": fg, "bg": 6})
+		classTrial(t, root, "prio", 80, trial+1, map[string]float64{"fg": fg, "bg": 6})
 	}
 	trials, err := LoadRuns(root)
 	if err != nil {
@@ -108,6 +109,20 @@ func TestClassReport(t *testing.T) {
 		}
 		if r.Scheme == "prio" && !fg.SLO[0].Met() {
 			t.Errorf("prio fg: SLO not met at p99 %v", fg.SLO[0].P99)
+		}
+	}
+	// With a second load, each class's SLO is drawn against load.
+	root2 := t.TempDir()
+	for _, load := range []int{40, 80} {
+		classTrial(t, root2, "fifo", load, 1, map[string]float64{"fg": 2, "bg": 2})
+	}
+	two, err := Generate(root2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"slo-fg-1.png", "slo-bg-1.svg"} {
+		if !slices.Contains(two.Files, filepath.Join(root2, f)) {
+			t.Errorf("no figure %s in %v", f, two.Files)
 		}
 	}
 	// One trial: no interval.
