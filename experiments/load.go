@@ -61,6 +61,7 @@ func parse(file string, data []byte, labDir string, lab *emu.Spec) (*Spec, error
 		return nil, err
 	}
 	s.SchemeOrder = mappingKeys(doc.Root, "schemes")
+	s.ClassOrder = mappingKeysAt(doc.Root, "traffic", "classes")
 	if err := s.validate(); err != nil {
 		return nil, doc.Wrap(err)
 	}

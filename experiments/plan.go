@@ -76,9 +76,12 @@ func (s *Spec) Schedule(g *emu.Graph, p Point, seed uint64) (*Schedule, error) {
 	return b.done(), nil
 }
 
-// scheduleClasses are the dynamic pattern's independent streams: one
-// class of the traffic's workload at the point's load.
+// scheduleClasses are the dynamic pattern's independent streams: the
+// traffic's classes, or else one class of its workload at the point's load.
 func (s *Spec) scheduleClasses(p Point) []scheduleClass {
+	if len(s.Traffic.Classes) > 0 {
+		return s.classSchedule(p)
+	}
 	return []scheduleClass{{cdf: s.cdfs[s.WorkloadOf(p)], load: p.Load, arrival: s.Traffic.Arrival}}
 }
 
@@ -119,7 +122,7 @@ func (r *runner) plan(lab *emu.Lab, p Point, seed uint64) (*trialPlan, error) {
 	expected := float64(rate)
 	switch r.spec.Traffic.Pattern {
 	case "dynamic":
-		expected *= p.Load
+		expected *= r.spec.OfferedLoad(p)
 	case "incast":
 		expected = 0 // bursts: no steady rate to expect
 	}

@@ -62,8 +62,8 @@ func (s *Schedule) Message(i int) transport.Message {
 		ID: uint64(i + 1), TimeNS: m.t, Src: src.Name, SrcAddr: src.Addr, Dst: dst.Name, DstAddr: dst.Addr,
 		Size: m.size, DSCP: m.dscp, Pattern: s.Pattern, Query: uint64(m.query), Stream: m.stream,
 	}
-	if len(s.Classes) > 1 {
-		out.Class = s.Classes[m.class]
+	if int(m.class) < len(s.Classes) {
+		out.Class = s.Classes[m.class] // "" when the traffic names no classes
 	}
 	return out
 }

@@ -59,6 +59,7 @@ type Spec struct {
 	File        string    `yaml:"-" json:"file,omitempty"`
 	LabSpec     *emu.Spec `yaml:"-" json:"lab"`
 	SchemeOrder []string  `yaml:"-" json:"scheme_order"` // as written in the file
+	ClassOrder  []string  `yaml:"-" json:"class_order,omitempty"`
 	IsQuick     bool      `yaml:"-" json:"quick_variant"`
 
 	graph *emu.Graph
@@ -159,6 +160,9 @@ type Traffic struct {
 	// Arrival is the dynamic pattern's inter-arrival law (Poisson unless
 	// lognormal_sigma is set).
 	Arrival Arrival `yaml:"arrival,omitempty" json:"arrival,omitempty"`
+	// Classes are the dynamic pattern's traffic classes (ClassSpec), in
+	// place of Workload and Arrival; Spec.ClassOrder has their file order.
+	Classes map[string]ClassSpec `yaml:"classes,omitempty" json:"classes,omitempty"`
 
 	Flows int `yaml:"flows,omitempty" json:"flows,omitempty"` // static, permutation: flows per peer
 }

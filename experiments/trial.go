@@ -438,7 +438,7 @@ func (t *trial) writeMeta(fid *FidelityRecord, shortfall float64) error {
 		Meta: report.Meta{Scheme: p.Label(spec), SchemeName: p.Scheme, Pattern: spec.Traffic.Pattern, Paper: spec.Paper,
 			Sweep: p.SweepValues(spec), Load: p.Load, Point: p.Name, Trial: t.n,
 			BottleneckBPS: t.plan.bottleneckBPS, UnloadedRTTNS: t.rtt.Nanoseconds(), PathLinks: t.plan.pathLinks, QueryResponses: t.plan.queryResponses,
-			ScaleFactor: t.spec.Scale.Factor(t.plan.bottleneckBPS), Fidelity: rep},
+			ScaleFactor: t.spec.Scale.Factor(t.plan.bottleneckBPS), Fidelity: rep, Classes: spec.ClassMetas(p)},
 		Experiment: spec.Name, Seed: t.seed, BaseSeed: t.run.Seed, PointSpec: p, Lab: t.lab.Name,
 		LabSpec: t.lab.Spec, SchemeSpec: t.scheme, Traffic: spec.Traffic, Duration: spec.Duration.String(), Endpoints: t.argvs,
 		Fabric: t.run.Fabric, Kernel: t.run.Kernel, Started: t.started, Finished: time.Now().UTC(), RTTNote: t.rttNote,

@@ -49,6 +49,9 @@ func (s *Spec) validate() error {
 	if err := yamlfile.In("sweep", s.validateSweep(s.Sweep)); err != nil {
 		return err
 	}
+	if err := s.validateClassWeights(); err != nil {
+		return err
+	}
 	if s.Duration <= 0 {
 		return f("duration", "want a positive duration such as 30s, got %v", s.Duration)
 	}
@@ -156,6 +159,9 @@ func (s *Spec) validateTraffic() error {
 	if !slices.Contains(trafficPatterns, t.Pattern) {
 		return f("pattern", "want one of %s, got %q", strings.Join(trafficPatterns, ", "), t.Pattern)
 	}
+	if len(t.Classes) > 0 && t.Pattern != "dynamic" {
+		return f("classes", "only the dynamic pattern has traffic classes, not %s", t.Pattern)
+	}
 	if err := s.validateEnds(); err != nil {
 		return err
 	}
@@ -224,6 +230,12 @@ func (s *Spec) validatePattern() error {
 	f := yamlfile.Field
 	switch t.Pattern {
 	case "dynamic":
+		if t.Conns < 0 {
+			return f("conns", "want at least 1, got %d", t.Conns)
+		}
+		if len(t.Classes) > 0 {
+			return s.validateClasses()
+		}
 		if t.Workload == "" && len(s.Sweep.Workload) == 0 {
 			return f("workload", "the dynamic pattern needs a flow-size workload (e.g. hull_1k_10m, here or in sweep.workload)")
 		}
@@ -232,9 +244,6 @@ func (s *Spec) validatePattern() error {
 		}
 		if t.Load == 0 && len(s.Sweep.Load) == 0 {
 			return f("load", "the dynamic pattern needs a load (here or in sweep.load)")
-		}
-		if t.Conns < 0 {
-			return f("conns", "want at least 1, got %d", t.Conns)
 		}
 	case "incast":
 		if t.Size == 0 && len(s.Sweep.Size) == 0 {

@@ -120,6 +120,17 @@ type Analysis struct {
 	ShortHalf  BucketStats   `json:"short_half"`
 	Queries    *QueryStats   `json:"queries,omitempty"`
 	Throughput *Throughput   `json:"throughput,omitempty"`
+
+	// samples are the completed flows' slowdowns, kept so that a class's
+	// size ranges (Class) are cut from the same numbers as every table.
+	samples []sample
+}
+
+// sample is one completed flow: its size, class, FCT (µs) and slowdown.
+type sample struct {
+	size    int64
+	class   string
+	fct, sd float64
 }
 
 // Analyze computes FCT and slowdown statistics for every completed flow,
@@ -134,7 +145,6 @@ func Analyze(set *transport.Set, ideal Ideal, queryResponses int) (*Analysis, er
 		return nil, fmt.Errorf("flows: unloaded RTT %v is negative", ideal.RTT)
 	}
 	a := &Analysis{Flows: len(set.Flows), Ideal: ideal}
-	type sample struct{ fct, sd float64 }
 	all := make([]sample, 0, len(set.Flows))
 	sizes := make([]int64, 0, len(set.Flows))
 	for _, f := range set.Flows {
@@ -143,28 +153,16 @@ func Analyze(set *transport.Set, ideal Ideal, queryResponses int) (*Analysis, er
 			continue
 		}
 		fct := time.Duration(f.FCTNanos())
-		all = append(all, sample{fct: float64(fct) / 1e3, sd: float64(fct) / float64(ideal.FCT(f.Size))})
+		all = append(all, sample{size: f.Size, class: f.Class, fct: float64(fct) / 1e3, sd: float64(fct) / float64(ideal.FCT(f.Size))})
 		sizes = append(sizes, f.Size)
 	}
-	collect := func(name string, keep func(int64) bool) BucketStats {
-		b := BucketStats{Bucket: name}
-		for i, s := range all {
-			if keep(sizes[i]) {
-				b.fct = append(b.fct, s.fct)
-				b.sd = append(b.sd, s.sd)
-			}
-		}
-		b.N = len(b.fct)
-		b.FCTUS = stats.Summarize(b.fct)
-		b.Slowdown = stats.Summarize(b.sd)
-		return b
-	}
-	a.All = collect("all", func(int64) bool { return true })
+	a.samples = all
+	a.All = a.collect("all", func(sample) bool { return true })
 	for _, b := range HULLBuckets {
-		a.HULL = append(a.HULL, collect(b.Name, b.Contains))
+		a.HULL = append(a.HULL, a.collect(b.Name, func(s sample) bool { return b.Contains(s.size) }))
 	}
 	for _, b := range SizeBuckets {
-		a.Sizes = append(a.Sizes, collect(b.Name, b.Contains))
+		a.Sizes = append(a.Sizes, a.collect(b.Name, func(s sample) bool { return b.Contains(s.size) }))
 	}
 	sds := make([]float64, len(all))
 	for i, s := range all {
@@ -177,6 +175,21 @@ func Analyze(set *transport.Set, ideal Ideal, queryResponses int) (*Analysis, er
 	a.Queries = queries(set, queryResponses)
 	a.Throughput = throughput(set.Samples, ideal.BottleneckBPS)
 	return a, nil
+}
+
+// collect summarises the completed flows that keep selects.
+func (a *Analysis) collect(name string, keep func(sample) bool) BucketStats {
+	b := BucketStats{Bucket: name}
+	for _, s := range a.samples {
+		if keep(s) {
+			b.fct = append(b.fct, s.fct)
+			b.sd = append(b.sd, s.sd)
+		}
+	}
+	b.N = len(b.fct)
+	b.FCTUS = stats.Summarize(b.fct)
+	b.Slowdown = stats.Summarize(b.sd)
+	return b
 }
 
 // Bucket returns the named bucket's statistics (from HULL, Sizes or "all").

@@ -20,6 +20,9 @@ func writeFigures(dir string, trials []*TrialSummary, keys []string, rows []Row)
 	if err := f.latencyVsLoad(rows); err != nil {
 		return f.files, err
 	}
+	if err := f.sloVsLoad(rows); err != nil {
+		return f.files, err
+	}
 	for _, g := range keyGroups(trials, keys) {
 		for _, draw := range []func(keyGroup) error{f.spectrum, f.cdfs, f.throughput, f.sortedThroughput} {
 			if err := draw(g); err != nil {
@@ -119,6 +122,65 @@ func (f *figures) latencyVsLoad(rows []Row) error {
 	fig := plot.Figure{Title: "Mean switch latency against load", XLabel: "offered load (%)",
 		YLabel: "mean switch latency (µs)", LogY: lo > 0 && hi/lo > 20}
 	return f.add(base, plot.Lines(base, fig, series, true))
+}
+
+// sloVsLoad draws, for each class and SLO objective, the slowdown the
+// objective bounds against load, a line per scheme and the target as a
+// dotted-line series (SWP's Fig. 1 form), when the run has two loads.
+func (f *figures) sloVsLoad(rows []Row) error {
+	for _, name := range classNames(rows) {
+		for k := 0; ; k++ {
+			series, obj, ok := sloSeries(rows, name, k)
+			if !ok {
+				break
+			}
+			if len(series) == 0 || len(series[0].X) < 2 {
+				continue
+			}
+			target := obj.P99Slowdown
+			pct := "99th-percentile"
+			if target == 0 {
+				target, pct = obj.P50Slowdown, "median"
+			}
+			first := series[0].X
+			series = append(series, plot.Series{Label: fmt.Sprintf("SLO %g×", target),
+				X: []float64{first[0], first[len(first)-1]}, Y: []float64{target, target}})
+			base := filepath.Join(f.dir, fmt.Sprintf("slo-%s-%d", slug(name), k+1))
+			fig := plot.Figure{Title: "Class " + name + ": " + obj.String(), XLabel: "load (%)",
+				YLabel: pct + " slowdown (" + obj.Name() + ")"}
+			if err := f.add(base, plot.Lines(base, fig, series, true)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// sloSeries is, for the class's k-th objective, a series per scheme of the
+// bounded percentile against load; ok is false past the last objective.
+func sloSeries(rows []Row, name string, k int) (series []plot.Series, obj Objective, ok bool) {
+	for _, r := range rows {
+		c := r.Class(name)
+		if k >= len(c.SLO) || r.Load == 0 {
+			continue
+		}
+		ok, obj = true, c.SLO[k].Objective
+		v := c.SLO[k].P99
+		if obj.P99Slowdown == 0 {
+			v = c.SLO[k].P50
+		}
+		if math.IsNaN(v) {
+			continue
+		}
+		i := slices.IndexFunc(series, func(s plot.Series) bool { return s.Label == r.Scheme })
+		if i < 0 {
+			series = append(series, plot.Series{Label: r.Scheme})
+			i = len(series) - 1
+		}
+		series[i].X = append(series[i].X, r.Load*100)
+		series[i].Y = append(series[i].Y, v)
+	}
+	return series, obj, ok
 }
 
 // spectrum draws each scheme's 99th-percentile and median slowdown

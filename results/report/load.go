@@ -51,6 +51,9 @@ type Meta struct {
 	ScaleFactor float64 `json:"scale_factor,omitempty"`
 	// Fidelity carries the runner's CPU and rate figures.
 	Fidelity *Fidelity `json:"fidelity,omitempty"`
+	// Classes are the experiment's traffic classes and their SLOs, in
+	// the file's order (none without classes).
+	Classes []ClassMeta `json:"classes,omitempty"`
 }
 
 // MetaFile is the name of a trial's metadata file.
@@ -239,6 +242,7 @@ func (t *TrialSummary) loadFlows(dir string, meta Meta) error {
 		t.ShortHalf = &s
 	}
 	t.Spectrum = a.Spectrum
+	t.Classes = classResults(a, meta.Classes)
 	for _, b := range a.Sizes {
 		if b.N > 0 {
 			t.SizeSlowdown = append(t.SizeSlowdown, b)

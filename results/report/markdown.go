@@ -56,6 +56,7 @@ func markdown(rows []Row, trials []*TrialSummary, figures []string) string {
 	}
 	if sh.wants("dynamic") {
 		slowdownTables(&b, sh, rows)
+		classTables(&b, sh, rows)
 		spectrumTables(&b, sh, rows)
 	}
 	if sh.wants("incast") {

@@ -35,6 +35,9 @@ type Row struct {
 	Sizes              []SizeCell
 	ShortP50, ShortP99 float64
 	Spectrum           []SpectrumCell
+	// Classes are the traffic classes' slowdowns and SLO verdicts.
+	Classes  []ClassCell
+	classBDP int64 // the first trial's BDP, bytes
 }
 
 // Value is the row's value of sweep key, or "" when it has none.
@@ -251,6 +254,12 @@ func aggregate(trials []*TrialSummary, keys []string) []Row {
 		r.ShortP50, r.ShortP99 = stat(short, p50), stat(short, p99)
 		r.Sizes = sizesOf(g.trials)
 		r.Spectrum = spectrumOf(g.trials)
+		r.Classes = classesOf(g.trials)
+		for _, t := range g.trials {
+			if len(t.Classes) > 0 && r.classBDP == 0 {
+				r.classBDP = t.Classes[0].BDP
+			}
+		}
 		rows = append(rows, r)
 	}
 	return rows

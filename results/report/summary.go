@@ -140,6 +140,9 @@ type TrialSummary struct {
 	PerFlowMbps []float64 `json:"-"`
 	// SizeSlowdown is the slowdown per flow-size range (flows.SizeBuckets).
 	SizeSlowdown []flows.BucketStats `json:"size_slowdown,omitempty"`
+	// Classes are the traffic classes' slowdowns and SLOs, when the
+	// experiment has classes (or the records carry them).
+	Classes []ClassResult `json:"classes,omitempty"`
 
 	Fidelity Fidelity `json:"fidelity"`
 

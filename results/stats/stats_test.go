@@ -121,3 +121,15 @@ func TestCDFThinningKeepsExactEnds(t *testing.T) {
 		}
 	}
 }
+
+// The 95 % interval of 1, 2, 3: mean 2, s = 1, t(2) = 4.303, so
+// 4.303/√3 = 2.484; one value has no interval.
+func TestMeanCI95(t *testing.T) {
+	m, h := MeanCI95([]float64{1, 2, 3})
+	if m != 2 || math.Abs(h-4.303/math.Sqrt(3)) > 1e-12 {
+		t.Errorf("MeanCI95(1,2,3) = %v ± %v", m, h)
+	}
+	if m, h := MeanCI95([]float64{5}); m != 5 || !math.IsNaN(h) {
+		t.Errorf("MeanCI95(5) = %v ± %v, want 5 ± NaN", m, h)
+	}
+}
