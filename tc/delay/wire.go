@@ -222,6 +222,13 @@ func (w *Wire) loop() {
 	runtime.LockOSThread() // never unlocked: the thread exits with the loop
 	w.tid.Store(int32(unix.Gettid()))
 	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	// A nicer share of the CPU than the transports it carries packets
+	// for: on two cores, sixteen busy Homa transports left the loop
+	// runnable but waiting, until it fell seconds behind and its queues
+	// overflowed (homa/priorities on W2). Nice −10 weighs about nine
+	// times a normal thread in CFS, which is not real time: the loop
+	// still yields whenever it sleeps, so softirqs are not starved.
+	unix.Setpriority(unix.PRIO_PROCESS, int(w.tid.Load()), loopNice)
 	if LoopCPU >= 0 { // see RPSMask
 		var set unix.CPUSet
 		set.Set(LoopCPU)
@@ -299,6 +306,9 @@ func (w *Wire) wait(fds []unix.PollFd, idle *unix.Timespec, margin int64) error 
 	}
 	return nil
 }
+
+// loopNice is the loop thread's nice value (see loop).
+const loopNice = -10
 
 // spinMax bounds the spinning before a release: with it the loop costs at
 // most this much CPU per release however late its timer wakes it.
