@@ -1,0 +1,250 @@
+package ndp
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/fabric-emu/fabric/hosts/transport"
+	"github.com/fabric-emu/fabric/tc"
+)
+
+// endpoint is NDP on one host: the sender and receiver halves share one
+// lock and one set of sockets. DATA leaves through Args.Paths sockets, each
+// bound to its own source port (the spray); ACK, NACK and PULL through one
+// control socket marked DSCP CS7; everything arrives on one socket bound
+// to Args.Port.
+type endpoint struct {
+	env  *transport.Env
+	args Args
+	log  *slog.Logger
+	w    *transport.Writer
+	pay  int    // message bytes per packet
+	iw   uint32 // the initial window in packets
+	rto  time.Duration
+	gap  time.Duration // one full-size packet's time on this host's link: the PULL spacing
+	port int
+
+	in   *net.UDPConn
+	ctl  *net.UDPConn
+	data []*net.UDPConn
+	// tx puts one packet on the wire to dst: DATA through source port
+	// path (0..Paths-1), control (path -1) through the CS7 socket. The
+	// sockets' write (open sets it), or a test's network.
+	tx func(dst netip.Addr, path int, b []byte)
+	// deliver, when set, receives every message's bytes in order, exactly
+	// once: the application's side of the socket (tests check it).
+	deliver func(id uint64, off int64, b []byte)
+
+	mu       sync.Mutex
+	sendWake chan struct{} // the sender's pacer may have something to send
+	pullWake chan struct{} // the pull queue has something
+	outgoing map[uint64]*outMsg
+	order    []*outMsg // outgoing in the order they are served, round robin
+	rr       int
+	spray    int
+	incoming map[uint64]*inMsg
+	done     map[uint64]bool // messages delivered whole (duplicates are ACKed, not delivered)
+	pulls    pullQueue
+	schedule map[uint64]transport.Message
+	stats    Stats
+	// Every packet through the sockets, data and control, for the CPU
+	// cost per packet (the pacers send without the lock).
+	pktsOut, pktsIn atomic.Int64
+}
+
+// Stats are an endpoint's counters, logged at exit.
+type Stats struct {
+	DataSent, Retransmitted, RTOs int64 // sender: DATA packets, of which resent, of which after a timeout
+	NacksRecv, PullsRecv          int64
+	DataRecv, Trims, Dups         int64 // receiver: DATA arrivals, CHOPPED among them, duplicates
+	Nacks, Pulls, PullRetries     int64 // receiver: NACKs sent, PULLs sent, PULLs repeated on a timeout
+	Delivered                     int64 // messages delivered whole
+}
+
+func newEndpoint(env *transport.Env, args Args, w *transport.Writer, sched []transport.Message, log *slog.Logger) *endpoint {
+	pay := payloadSize(env.MTU)
+	e := &endpoint{env: env, args: args, log: log, w: w, pay: pay, port: args.Port,
+		iw: packets(int64(args.IW), pay), rto: time.Duration(args.RTO), gap: frameTime(env, env.MTU),
+		sendWake: make(chan struct{}, 1), pullWake: make(chan struct{}, 1),
+		outgoing: map[uint64]*outMsg{}, incoming: map[uint64]*inMsg{}, done: map[uint64]bool{},
+		pulls: newPullQueue(), schedule: map[uint64]transport.Message{}}
+	for _, m := range sched {
+		e.schedule[m.ID] = m
+	}
+	return e
+}
+
+// open binds the receiving socket, the control socket and one DATA socket
+// per path; call it inside the host's network namespace.
+func (e *endpoint) open(ctx context.Context) error {
+	var lc net.ListenConfig
+	pc, err := lc.ListenPacket(ctx, "udp4", net.JoinHostPort(e.env.Addr.String(), strconv.Itoa(e.port)))
+	if err != nil {
+		return err
+	}
+	e.in = pc.(*net.UDPConn)
+	_ = e.in.SetReadBuffer(8 << 20)
+	if e.ctl, err = e.socket(ctx, transport.DSCP(tc.DSCPHeader)); err != nil {
+		return err
+	}
+	for range e.args.Paths {
+		c, err := e.socket(ctx, 0)
+		if err != nil {
+			return err
+		}
+		e.data = append(e.data, c)
+	}
+	e.tx = e.sendUDP
+	return nil
+}
+
+// socket is a sending socket on a port of its own whose packets carry dscp.
+func (e *endpoint) socket(ctx context.Context, dscp transport.DSCP) (*net.UDPConn, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_TOS, dscp.TOS()) })
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	c, err := lc.ListenPacket(ctx, "udp4", net.JoinHostPort(e.env.Addr.String(), "0"))
+	if err != nil {
+		return nil, fmt.Errorf("ndp socket: %w", err)
+	}
+	u := c.(*net.UDPConn)
+	_ = u.SetWriteBuffer(1 << 20)
+	return u, nil
+}
+
+func (e *endpoint) close() {
+	for _, c := range append([]*net.UDPConn{e.in, e.ctl}, e.data...) {
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+// sendUDP writes one packet to dst: DATA through the socket of its path,
+// control through the CS7 socket.
+func (e *endpoint) sendUDP(dst netip.Addr, path int, b []byte) {
+	e.pktsOut.Add(1)
+	c := e.ctl
+	if path >= 0 {
+		c = e.data[path%len(e.data)]
+	}
+	if _, err := c.WriteToUDPAddrPort(b, netip.AddrPortFrom(dst, uint16(e.port))); err != nil {
+		e.log.Debug("send", "to", dst, "err", err)
+	}
+}
+
+// control sends an ACK, NACK or PULL.
+func (e *endpoint) control(dst netip.Addr, h header) {
+	var b [HeaderLen]byte
+	h.put(b[:])
+	e.tx(dst, -1, b[:])
+}
+
+// receive reads packets until the socket closes.
+func (e *endpoint) receive() {
+	buf := make([]byte, 65536)
+	for {
+		n, from, err := e.in.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return
+		}
+		e.pktsIn.Add(1)
+		e.handle(from.Addr().Unmap(), buf[:n])
+	}
+}
+
+// handle takes one packet from src.
+func (e *endpoint) handle(src netip.Addr, b []byte) {
+	h, err := parseHeader(b)
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case h.flags&flagData != 0:
+		e.onData(src, h, b[HeaderLen:], now)
+	case h.flags&flagPull != 0:
+		e.onPull(h)
+	case h.flags&(flagAck|flagNack) != 0:
+		e.onAck(h)
+	}
+}
+
+// signal wakes a pacer without blocking.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// timers runs the sender's and receiver's timeouts until ctx ends.
+func (e *endpoint) timers(ctx context.Context) {
+	// Tick at a quarter of the timeout, so a stall is noticed within 1.25
+	// timeouts, but no faster than every 500 µs: each wake-up costs tens
+	// of µs on a virtual machine, times every host.
+	tick := time.NewTicker(max(e.rto/4, 500*time.Microsecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			e.mu.Lock()
+			e.retransmitTimedOut(now)
+			e.repeatStalledPulls(now)
+			e.mu.Unlock()
+		}
+	}
+}
+
+// pace runs a pacer loop: next picks a packet under the lock (false:
+// nothing to send, wait on wake) and returns how to send it and the gap
+// it takes on the link; the loop keeps to one packet per gap on average.
+// The pick is made only when the packet may go, so that it reflects
+// everything that arrived meanwhile. A late wake-up is made up by sending
+// the next packet early, but never more than one gap early, so a backlog
+// never leaves as a burst of more than two packets.
+func (e *endpoint) pace(ctx context.Context, wake chan struct{}, next func() (func(), time.Duration, bool)) {
+	transport.PinClockThread()
+	var free time.Time // when the next packet may go
+	for ctx.Err() == nil {
+		if free.After(time.Now()) && !transport.SleepUntil(ctx, free) {
+			return
+		}
+		e.mu.Lock()
+		send, gap, ok := next()
+		e.mu.Unlock()
+		if !ok {
+			select {
+			case <-ctx.Done():
+				return
+			case <-wake:
+			}
+			continue
+		}
+		send()
+		now := time.Now()
+		if free.Before(now.Add(-gap)) {
+			free = now.Add(-gap)
+		}
+		free = free.Add(gap)
+	}
+}

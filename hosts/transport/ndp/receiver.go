@@ -1,0 +1,236 @@
+package ndp
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	"github.com/fabric-emu/fabric/hosts/transport"
+)
+
+// inMsg is a message this host is receiving.
+type inMsg struct {
+	id   uint64
+	src  netip.Addr
+	size int64
+	n    uint32 // packets
+	prio bool
+	have []bool
+	got  uint32            // distinct packets held
+	cum  uint32            // packets [0, cum) held and delivered, in order
+	held map[uint32][]byte // payloads past a gap, waiting for it to fill
+	// inflight is how many packets the receiver expects to arrive: the
+	// first window and one per PULL sent, less what arrived (whole or
+	// trimmed). queued is its PULLs still in the pull queue.
+	inflight, queued int
+	pullNo           uint32 // PULLs sent: the counter the last one carried
+	last             time.Time
+	finished         bool
+}
+
+// needsPull says whether the packets not yet held outnumber those that
+// will come without another PULL. A trimmed header leaves its packet
+// missing but no longer coming, so it asks for one more PULL; a whole
+// packet is held and no longer coming, so it asks for none. When the
+// last packets are on their way the receiver pulls no more (NDP §3.2
+// drops a finished sender's PULLs from the queue).
+func (im *inMsg) needsPull() bool {
+	return int(im.n-im.got) > im.inflight+im.queued
+}
+
+// onData takes one DATA packet, whole or trimmed: it ACKs or NACKs it at
+// once and queues a PULL if the message still needs one (NDP §3.2).
+func (e *endpoint) onData(src netip.Addr, h header, payload []byte, now time.Time) {
+	e.stats.DataRecv++
+	chopped := h.flags&flagChopped != 0
+	if chopped {
+		e.stats.Trims++
+	}
+	if e.done[h.id] {
+		e.stats.Dups++
+		e.control(src, header{flags: flagAck, id: h.id, seq: h.seq, aux: packets(int64(h.aux), e.pay)})
+		return
+	}
+	im := e.incoming[h.id]
+	if im == nil {
+		if h.aux == 0 {
+			return
+		}
+		n := packets(int64(h.aux), e.pay)
+		im = &inMsg{id: h.id, src: src, size: int64(h.aux), n: n, prio: h.flags&flagPrio != 0,
+			have: make([]bool, n), held: map[uint32][]byte{}, inflight: int(min(e.iw, n))}
+		e.incoming[h.id] = im
+	}
+	if h.seq >= im.n {
+		return
+	}
+	im.last = now
+	im.inflight = max(im.inflight-1, 0)
+	switch {
+	case im.have[h.seq]:
+		e.stats.Dups++
+		e.control(src, header{flags: flagAck, id: h.id, seq: h.seq, aux: im.cum})
+	case chopped:
+		e.stats.Nacks++
+		e.control(src, header{flags: flagNack, id: h.id, seq: h.seq, aux: im.cum})
+	default:
+		e.hold(im, h.seq, payload)
+		e.control(src, header{flags: flagAck, id: h.id, seq: h.seq, aux: im.cum})
+		if im.got == im.n {
+			e.complete(im, now)
+			return
+		}
+	}
+	e.maybePull(im)
+}
+
+// hold keeps a packet's payload and delivers what is now in order.
+func (e *endpoint) hold(im *inMsg, seq uint32, payload []byte) {
+	im.have[seq] = true
+	im.got++
+	if seq != im.cum {
+		im.held[seq] = append([]byte(nil), payload...)
+		return
+	}
+	e.give(im, payload)
+	for {
+		b, ok := im.held[im.cum]
+		if !ok {
+			return
+		}
+		delete(im.held, im.cum)
+		e.give(im, b)
+	}
+}
+
+// give delivers packet im.cum to the application.
+func (e *endpoint) give(im *inMsg, b []byte) {
+	if e.deliver != nil {
+		e.deliver(im.id, int64(im.cum)*int64(e.pay), b)
+	}
+	im.cum++
+}
+
+// maybePull queues a PULL for im when it needs one.
+func (e *endpoint) maybePull(im *inMsg) {
+	if im.needsPull() {
+		im.queued++
+		e.pulls.push(im)
+		signal(e.pullWake)
+	}
+}
+
+// complete records a message delivered whole.
+func (e *endpoint) complete(im *inMsg, now time.Time) {
+	im.finished = true
+	delete(e.incoming, im.id)
+	e.done[im.id] = true
+	e.stats.Delivered++
+	m, ok := e.schedule[im.id]
+	if !ok {
+		m = transport.Message{ID: im.id, Size: im.size}
+		if name, found := e.env.PeerName(im.src); found {
+			m.Src = name
+		}
+	}
+	e.w.Flow(transport.Flow{ID: im.id, Pattern: m.Pattern, Src: m.Src, Dst: e.env.Host, Size: m.Size, Bytes: im.size,
+		DSCP: m.DSCP, CC: "ndp", StartNS: e.env.StartNS + m.TimeNS, EndNS: now.UnixNano(), Class: m.Class, Query: m.Query})
+}
+
+// nextPull takes the next PULL from the queue, skipping those a finished
+// message or a message whose last packets are on their way no longer
+// needs, and returns the function that sends it.
+func (e *endpoint) nextPull() (func(), time.Duration, bool) {
+	for {
+		im := e.pulls.pop()
+		if im == nil {
+			return nil, 0, false
+		}
+		im.queued--
+		if im.finished || !im.needsPull() {
+			continue
+		}
+		im.inflight++
+		im.pullNo++
+		e.stats.Pulls++
+		h := header{flags: flagPull, id: im.id, seq: im.pullNo, aux: im.cum}
+		if im.prio {
+			h.flags |= flagPrio
+		}
+		src := im.src
+		return func() { e.control(src, h) }, e.gap, true
+	}
+}
+
+// pullLoop is the receiver's pull pacer: one PULL per full-size packet
+// time on this host's link, so that the DATA they elicit arrives at the
+// link's rate (NDP §3.2).
+func (e *endpoint) pullLoop(ctx context.Context) {
+	e.pace(ctx, e.pullWake, e.nextPull)
+}
+
+// repeatStalledPulls repeats the last PULL of every message that has had
+// no packet for an RTO: that PULL may have been lost, and the counter
+// makes a repeat harmless if it was not. The receiver also forgets what
+// it thought was on its way, since it did not come, and pulls again.
+func (e *endpoint) repeatStalledPulls(now time.Time) {
+	for _, im := range e.incoming {
+		if now.Sub(im.last) < e.rto {
+			continue
+		}
+		im.last = now
+		im.inflight = 0
+		if im.pullNo > 0 {
+			e.stats.PullRetries++
+			e.control(im.src, header{flags: flagPull, id: im.id, seq: im.pullNo, aux: im.cum})
+		}
+		e.maybePull(im)
+	}
+}
+
+// pullQueue is a receiver's one pull queue (NDP §3.2), shared by all its
+// incoming messages: priority messages' PULLs first, in order (§5,
+// Fig. 10), the others round robin by sender, so that each sender gets
+// an equal share of the receiver's link (§3.2: "serviced fairly by
+// default"), in order of arrival within a sender.
+type pullQueue struct {
+	prio  []*inMsg
+	bySrc map[netip.Addr][]*inMsg
+	ring  []netip.Addr // senders with PULLs queued, in turn
+}
+
+func newPullQueue() pullQueue { return pullQueue{bySrc: map[netip.Addr][]*inMsg{}} }
+
+func (q *pullQueue) push(im *inMsg) {
+	if im.prio {
+		q.prio = append(q.prio, im)
+		return
+	}
+	s := q.bySrc[im.src]
+	if len(s) == 0 {
+		q.ring = append(q.ring, im.src)
+	}
+	q.bySrc[im.src] = append(s, im)
+}
+
+func (q *pullQueue) pop() *inMsg {
+	if len(q.prio) > 0 {
+		im := q.prio[0]
+		q.prio = q.prio[1:]
+		return im
+	}
+	if len(q.ring) == 0 {
+		return nil
+	}
+	src := q.ring[0]
+	q.ring = q.ring[1:]
+	s := q.bySrc[src]
+	im := s[0]
+	if len(s) > 1 {
+		q.bySrc[src] = s[1:]
+		q.ring = append(q.ring, src)
+	} else {
+		delete(q.bySrc, src)
+	}
+	return im
+}

@@ -1,0 +1,225 @@
+package ndp
+
+import (
+	"context"
+	"math"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/fabric-emu/fabric/hosts/transport"
+)
+
+// The state of one packet at its sender.
+const (
+	pktUnsent   = iota
+	pktInFlight // sent, neither ACKed nor NACKed nor timed out
+	pktQueued   // NACKed or timed out: waiting in rtx to be sent again
+	pktAcked
+)
+
+// outMsg is a message this host is sending.
+type outMsg struct {
+	m      transport.Message
+	dst    netip.Addr
+	size   int64
+	n      uint32 // packets
+	prio   bool
+	state  []uint8
+	sentAt []time.Time
+	next   uint32   // the first packet never sent
+	low    uint32   // every packet before low is ACKed
+	acked  uint32   // packets ACKed
+	rtx    []uint32 // packets to send again, first in first out
+	credit int64    // packets it may send: the initial window, then one per PULL
+	pulls  uint32   // the highest PULL counter heard
+}
+
+// start queues a scheduled message (the contract's Dispatch calls it at
+// the message's time): its first window may go at once.
+func (e *endpoint) start(m transport.Message) {
+	if m.Stream || m.Size <= 0 || m.Size > math.MaxUint32 {
+		e.log.Warn("ndp carries messages of 1 B to 4 GB, not streams; skipped", "id", m.ID, "size", m.Size)
+		return
+	}
+	n := packets(m.Size, e.pay)
+	o := &outMsg{m: m, dst: m.DstAddr, size: m.Size, n: n, prio: e.priority(m),
+		state: make([]uint8, n), sentAt: make([]time.Time, n), credit: int64(min(e.iw, n))}
+	e.mu.Lock()
+	e.outgoing[m.ID] = o
+	e.order = append(e.order, o)
+	e.mu.Unlock()
+	signal(e.sendWake)
+}
+
+// priority says whether a message's PULLs jump the receiver's pull queue
+// (NDP §5, Fig. 10: the receiver pulls a preferred sender first).
+func (e *endpoint) priority(m transport.Message) bool {
+	return (e.args.PrioClass != "" && m.Class == e.args.PrioClass) ||
+		(e.args.PrioBelow > 0 && m.Size < int64(e.args.PrioBelow))
+}
+
+// sendable reports whether o has a packet it may send now, dropping
+// retransmissions that an ACK has made needless.
+func (o *outMsg) sendable() bool {
+	for len(o.rtx) > 0 && o.state[o.rtx[0]] != pktQueued {
+		o.rtx = o.rtx[1:]
+	}
+	return o.credit > 0 && (len(o.rtx) > 0 || o.next < o.n)
+}
+
+// pick is the message whose packet goes next: priority messages first,
+// then the others in turn (round robin, so that a sender's messages share
+// its link).
+func (e *endpoint) pick() *outMsg {
+	for _, prioOnly := range []bool{true, false} {
+		for i := range e.order {
+			o := e.order[(e.rr+i)%len(e.order)]
+			if (o.prio || !prioOnly) && o.sendable() {
+				e.rr = (e.rr + i + 1) % len(e.order)
+				return o
+			}
+		}
+	}
+	return nil
+}
+
+// nextData builds the next DATA packet in buf: a retransmission first
+// (NDP §3.2: "any packets queued for retransmission are sent first,
+// followed by new data"), then new data. It returns the function that
+// sends it, or false when no message may send.
+func (e *endpoint) nextData(buf []byte) (func(), time.Duration, bool) {
+	o := e.pick()
+	if o == nil {
+		return nil, 0, false
+	}
+	var seq uint32
+	if len(o.rtx) > 0 {
+		seq, o.rtx = o.rtx[0], o.rtx[1:]
+		e.stats.Retransmitted++
+	} else {
+		seq = o.next
+		o.next++
+	}
+	o.credit--
+	o.state[seq], o.sentAt[seq] = pktInFlight, time.Now()
+	off := int64(seq) * int64(e.pay)
+	length := min(int64(e.pay), o.size-off)
+	h := header{flags: flagData, length: uint16(length), id: o.m.ID, seq: seq, aux: uint32(o.size)}
+	if seq == o.n-1 {
+		h.flags |= flagLast
+	}
+	if o.prio {
+		h.flags |= flagPrio
+	}
+	h.put(buf)
+	fill(buf[HeaderLen:HeaderLen+length], o.m.ID, off)
+	e.stats.DataSent++
+	e.spray++
+	dst, path, pkt := o.dst, e.spray%e.args.Paths, buf[:HeaderLen+length]
+	return func() { e.tx(dst, path, pkt) }, frameTime(e.env, 20+8+len(pkt)), true
+}
+
+// sendLoop is the sender's pacer: it hands the host's link one DATA
+// packet per packet time, so that a packet's send time is close to the
+// time it leaves (the RTO counts from it) and a first window does not
+// queue in the host.
+func (e *endpoint) sendLoop(ctx context.Context) {
+	buf := make([]byte, HeaderLen+e.pay)
+	e.pace(ctx, e.sendWake, func() (func(), time.Duration, bool) { return e.nextData(buf) })
+}
+
+// onPull gives a message one more packet per step of the PULL counter
+// (NDP §3.2: a PULL that overtook a lost or delayed one pulls for both).
+func (e *endpoint) onPull(h header) {
+	e.stats.PullsRecv++
+	o := e.outgoing[h.id]
+	if o == nil {
+		return // delivered whole, or never ours
+	}
+	e.ackBelow(o, h.aux)
+	if o = e.outgoing[h.id]; o != nil && h.seq > o.pulls {
+		o.credit += int64(h.seq - o.pulls)
+		o.pulls = h.seq
+		signal(e.sendWake)
+	}
+}
+
+// onAck takes an ACK or a NACK of one packet (and the cumulative ACK
+// both carry).
+func (e *endpoint) onAck(h header) {
+	o := e.outgoing[h.id]
+	if o == nil || h.seq >= o.n {
+		return
+	}
+	if h.flags&flagNack != 0 {
+		e.stats.NacksRecv++
+		if o.state[h.seq] == pktInFlight {
+			o.state[h.seq] = pktQueued
+			o.rtx = append(o.rtx, h.seq)
+			signal(e.sendWake)
+		}
+	} else {
+		e.ackOne(o, h.seq)
+	}
+	e.ackBelow(o, h.aux)
+}
+
+func (e *endpoint) ackOne(o *outMsg, seq uint32) {
+	if o.state[seq] != pktAcked {
+		o.state[seq] = pktAcked
+		o.acked++
+	}
+}
+
+// ackBelow ACKs every packet before cum and retires the message when all
+// of its packets are ACKed.
+func (e *endpoint) ackBelow(o *outMsg, cum uint32) {
+	for ; o.low < min(cum, o.n); o.low++ {
+		e.ackOne(o, o.low)
+	}
+	for o.low < o.n && o.state[o.low] == pktAcked {
+		o.low++
+	}
+	if o.acked == o.n {
+		delete(e.outgoing, o.m.ID)
+		i := slices.Index(e.order, o)
+		e.order = slices.Delete(e.order, i, i+1)
+		if e.rr > i {
+			e.rr--
+		}
+	}
+}
+
+// retransmitTimedOut queues again every packet sent more than an RTO ago
+// and neither ACKed nor NACKed: it, or its trimmed header, or the NACK,
+// was lost. It may go without a PULL (the receiver may be waiting for it
+// before it pulls again).
+func (e *endpoint) retransmitTimedOut(now time.Time) {
+	for _, o := range e.order {
+		for s := o.low; s < o.next; s++ {
+			if o.state[s] == pktInFlight && now.Sub(o.sentAt[s]) > e.rto {
+				o.state[s] = pktQueued
+				o.rtx = append(o.rtx, s)
+				o.credit++
+				e.stats.RTOs++
+				signal(e.sendWake)
+			}
+		}
+	}
+}
+
+// pattern is the bytes messages carry: byte x of message id is
+// pattern[(id+x)%251], so a receiver can check what it got came from the
+// right place of the right message.
+var pattern = func() []byte {
+	b := make([]byte, 251+65536)
+	for i := range b {
+		b[i] = byte(i % 251)
+	}
+	return b
+}()
+
+func fill(b []byte, id uint64, off int64) {
+	copy(b, pattern[(id+uint64(off))%251:])
+}
