@@ -210,7 +210,7 @@ func waitIdle(t *testing.T, eps []*endpoint, limit time.Duration) {
 
 // checkRecords checks that each scheduled message has exactly one flow
 // record, with its size, source and destination.
-func checkRecords(t *testing.T, sched []transport.Message, set *transport.Set) {
+func checkRecords(t testing.TB, sched []transport.Message, set *transport.Set) {
 	t.Helper()
 	byID := map[uint64]transport.Message{}
 	for _, m := range sched {

@@ -18,7 +18,7 @@ import (
 // receives and records the messages sent to it, and returns when ctx ends
 // (SIGTERM) with its records flushed.
 func Run(ctx context.Context, env *transport.Env, stdout io.Writer, log *slog.Logger) error {
-	p, err := open(ctx, env, log)
+	p, err := open(ctx, env, log, nil)
 	if err != nil {
 		return err
 	}
@@ -34,8 +34,10 @@ type proc struct {
 }
 
 // open reads the schedule, opens the records and the sockets (in the
-// calling thread's network namespace) and starts the endpoint's loops.
-func open(ctx context.Context, env *transport.Env, log *slog.Logger) (*proc, error) {
+// calling thread's network namespace) and starts the endpoint's loops;
+// deliver, if not nil, is the application that receives the messages'
+// bytes (tests).
+func open(ctx context.Context, env *transport.Env, log *slog.Logger, deliver func(id uint64, off int64, b []byte)) (*proc, error) {
 	args, err := parseArgs(env)
 	if err != nil {
 		return nil, err
@@ -49,6 +51,7 @@ func open(ctx context.Context, env *transport.Env, log *slog.Logger) (*proc, err
 		return nil, err
 	}
 	e := newEndpoint(env, args, w, sched, log)
+	e.deliver = deliver
 	if err := e.open(ctx); err != nil {
 		e.close()
 		return nil, errors.Join(err, w.Close())

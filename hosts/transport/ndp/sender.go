@@ -193,18 +193,25 @@ func (e *endpoint) ackBelow(o *outMsg, cum uint32) {
 
 // retransmitTimedOut queues again every packet sent more than an RTO ago
 // and neither ACKed nor NACKed: it, or its trimmed header, or the NACK,
-// was lost. It may go without a PULL (the receiver may be waiting for it
-// before it pulls again).
+// was lost. The first of them may go without a PULL (the receiver may be
+// waiting for it before it pulls again), the others wait for PULLs: when
+// an incast overflows the header queue, a message loses many packets at
+// once, and pushing them all again overflowed it again (in a 3-to-1
+// incast with 1 % loss, 14736 timeouts for 20002 DATA packets).
 func (e *endpoint) retransmitTimedOut(now time.Time) {
 	for _, o := range e.order {
+		timedOut := false
 		for s := o.low; s < o.next; s++ {
 			if o.state[s] == pktInFlight && now.Sub(o.sentAt[s]) > e.rto {
 				o.state[s] = pktQueued
 				o.rtx = append(o.rtx, s)
-				o.credit++
 				e.stats.RTOs++
-				signal(e.sendWake)
+				timedOut = true
 			}
+		}
+		if timedOut {
+			o.credit = max(o.credit, 1)
+			signal(e.sendWake)
 		}
 	}
 }
