@@ -31,6 +31,9 @@
 //   - Every message is delivered to the application exactly once and in
 //     order (a receiver holds packets past a gap until it fills), and
 //     recorded as one flow when its last byte is delivered.
+//   - A stream (the contract's long-lived flow) is a message without an
+//     end, pulled until the process stops; the receiver samples it every
+//     100 ms and records it once when it stops.
 //
 // # Where it differs from the paper's implementation
 //

@@ -216,6 +216,8 @@ func (e *endpoint) timers(ctx context.Context) {
 	// of µs on a virtual machine, times every host.
 	tick := time.NewTicker(max(e.rto/4, 500*time.Microsecond))
 	defer tick.Stop()
+	samples := time.NewTicker(sampleEvery)
+	defer samples.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -225,9 +227,17 @@ func (e *endpoint) timers(ctx context.Context) {
 			e.retransmitTimedOut(now)
 			e.repeatStalledPulls(now)
 			e.mu.Unlock()
+		case now := <-samples.C:
+			e.mu.Lock()
+			e.sampleStreams(now)
+			e.mu.Unlock()
 		}
 	}
 }
+
+// sampleEvery is how often a receiver samples its streams (the contract's
+// sample record: every 100 ms).
+const sampleEvery = 100 * time.Millisecond
 
 // pace runs a pacer loop: next picks a packet under the lock (false:
 // nothing to send, wait on wake) and returns how to send it and the gap

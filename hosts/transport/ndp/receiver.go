@@ -2,6 +2,7 @@ package ndp
 
 import (
 	"context"
+	"math"
 	"net/netip"
 	"time"
 
@@ -26,6 +27,8 @@ type inMsg struct {
 	pullNo           uint32 // PULLs sent: the counter the last one carried
 	last             time.Time
 	finished         bool
+	stream           bool      // no end: recorded by samples and when the process stops
+	delivered        time.Time // when the last byte was delivered
 }
 
 // needsPull says whether the packets not yet held outnumber those that
@@ -53,16 +56,15 @@ func (e *endpoint) onData(src netip.Addr, h header, payload []byte, now time.Tim
 	}
 	im := e.incoming[h.id]
 	if im == nil {
-		if h.aux == 0 {
+		if im = e.newIncoming(src, h); im == nil {
 			return
 		}
-		n := packets(int64(h.aux), e.pay)
-		im = &inMsg{id: h.id, src: src, size: int64(h.aux), n: n, prio: h.flags&flagPrio != 0,
-			have: make([]bool, n), held: map[uint32][]byte{}, inflight: int(min(e.iw, n))}
-		e.incoming[h.id] = im
 	}
 	if h.seq >= im.n {
 		return
+	}
+	for uint32(len(im.have)) <= h.seq { // a stream's grow as it arrives
+		im.have = append(im.have, false)
 	}
 	im.last = now
 	im.inflight = max(im.inflight-1, 0)
@@ -82,6 +84,25 @@ func (e *endpoint) onData(src netip.Addr, h header, payload []byte, now time.Tim
 		}
 	}
 	e.maybePull(im)
+}
+
+// newIncoming is the state of a message whose first packet (whichever
+// arrives first) just came.
+func (e *endpoint) newIncoming(src netip.Addr, h header) *inMsg {
+	stream := h.flags&flagStream != 0
+	if h.aux == 0 && !stream {
+		return nil
+	}
+	n := uint32(math.MaxUint32)
+	var have []bool
+	if !stream {
+		n = packets(int64(h.aux), e.pay)
+		have = make([]bool, n)
+	}
+	im := &inMsg{id: h.id, src: src, size: int64(h.aux), n: n, prio: h.flags&flagPrio != 0, stream: stream,
+		have: have, held: map[uint32][]byte{}, inflight: int(min(e.iw, n))}
+	e.incoming[h.id] = im
+	return im
 }
 
 // hold keeps a packet's payload and delivers what is now in order.
@@ -109,6 +130,7 @@ func (e *endpoint) give(im *inMsg, b []byte) {
 		e.deliver(im.id, int64(im.cum)*int64(e.pay), b)
 	}
 	im.cum++
+	im.delivered = time.Now()
 }
 
 // maybePull queues a PULL for im when it needs one.
@@ -126,6 +148,11 @@ func (e *endpoint) complete(im *inMsg, now time.Time) {
 	delete(e.incoming, im.id)
 	e.done[im.id] = true
 	e.stats.Delivered++
+	e.record(im, im.size, now)
+}
+
+// record writes the flow record of a message: bytes delivered by end.
+func (e *endpoint) record(im *inMsg, bytes int64, end time.Time) {
 	m, ok := e.schedule[im.id]
 	if !ok {
 		m = transport.Message{ID: im.id, Size: im.size}
@@ -133,8 +160,31 @@ func (e *endpoint) complete(im *inMsg, now time.Time) {
 			m.Src = name
 		}
 	}
-	e.w.Flow(transport.Flow{ID: im.id, Pattern: m.Pattern, Src: m.Src, Dst: e.env.Host, Size: m.Size, Bytes: im.size,
-		DSCP: m.DSCP, CC: "ndp", StartNS: e.env.StartNS + m.TimeNS, EndNS: now.UnixNano(), Class: m.Class, Query: m.Query})
+	e.w.Flow(transport.Flow{ID: im.id, Pattern: m.Pattern, Src: m.Src, Dst: e.env.Host, Size: m.Size, Bytes: bytes,
+		DSCP: m.DSCP, CC: "ndp", StartNS: e.env.StartNS + m.TimeNS, EndNS: end.UnixNano(), Class: m.Class, Query: m.Query})
+}
+
+// streamBytes is how many bytes of a stream the application has.
+func (e *endpoint) streamBytes(im *inMsg) int64 { return int64(im.cum) * int64(e.pay) }
+
+// sampleStreams writes a sample of every stream being received (the
+// contract: cumulative bytes every 100 ms).
+func (e *endpoint) sampleStreams(now time.Time) {
+	for _, im := range e.incoming {
+		if im.stream {
+			e.w.Sample(transport.Sample{FlowID: im.id, Src: e.schedule[im.id].Src, Dst: e.env.Host, TNS: now.UnixNano(), Bytes: e.streamBytes(im)})
+		}
+	}
+}
+
+// endStreams records every stream received: what arrived by the time the
+// process stops, ending when the last of it was delivered.
+func (e *endpoint) endStreams() {
+	for _, im := range e.incoming {
+		if im.stream {
+			e.record(im, e.streamBytes(im), im.delivered)
+		}
+	}
 }
 
 // nextPull takes the next PULL from the queue, skipping those a finished

@@ -80,6 +80,7 @@ func (p *proc) run(ctx context.Context, stdout io.Writer) error {
 	<-ctx.Done()
 	p.shutdown()
 	e.mu.Lock()
+	e.endStreams()
 	st := e.stats
 	e.mu.Unlock()
 	e.log.Info("ndp stats", "data_sent", st.DataSent, "retransmitted", st.Retransmitted, "rtos", st.RTOs,

@@ -25,7 +25,7 @@ type outMsg struct {
 	size   int64
 	n      uint32 // packets
 	prio   bool
-	state  []uint8
+	state  []uint8 // of every packet sent so far (appended as new ones go)
 	sentAt []time.Time
 	next   uint32   // the first packet never sent
 	low    uint32   // every packet before low is ACKed
@@ -36,15 +36,21 @@ type outMsg struct {
 }
 
 // start queues a scheduled message (the contract's Dispatch calls it at
-// the message's time): its first window may go at once.
+// the message's time): its first window may go at once. A stream has no
+// end: it is sent as fast as it is pulled until the process stops.
 func (e *endpoint) start(m transport.Message) {
-	if m.Stream || m.Size <= 0 || m.Size > math.MaxUint32 {
-		e.log.Warn("ndp carries messages of 1 B to 4 GB, not streams; skipped", "id", m.ID, "size", m.Size)
+	if (!m.Stream && m.Size <= 0) || m.Size > math.MaxUint32 {
+		e.log.Warn("ndp carries messages of 1 B to 4 GB and streams; skipped", "id", m.ID, "size", m.Size)
 		return
 	}
-	n := packets(m.Size, e.pay)
-	o := &outMsg{m: m, dst: m.DstAddr, size: m.Size, n: n, prio: e.priority(m),
-		state: make([]uint8, n), sentAt: make([]time.Time, n), credit: int64(min(e.iw, n))}
+	n := uint32(math.MaxUint32)
+	if !m.Stream {
+		n = packets(m.Size, e.pay)
+	}
+	o := &outMsg{m: m, dst: m.DstAddr, size: m.Size, n: n, prio: e.priority(m), credit: int64(min(e.iw, n))}
+	if !m.Stream {
+		o.state, o.sentAt = make([]uint8, 0, n), make([]time.Time, 0, n)
+	}
 	e.mu.Lock()
 	e.outgoing[m.ID] = o
 	e.order = append(e.order, o)
@@ -100,15 +106,24 @@ func (e *endpoint) nextData(buf []byte) (func(), time.Duration, bool) {
 	} else {
 		seq = o.next
 		o.next++
+		o.state, o.sentAt = append(o.state, 0), append(o.sentAt, time.Time{})
 	}
 	o.credit--
 	o.state[seq], o.sentAt[seq] = pktInFlight, time.Now()
 	off := int64(seq) * int64(e.pay)
-	length := min(int64(e.pay), o.size-off)
-	h := header{flags: flagData, length: uint16(length), id: o.m.ID, seq: seq, aux: uint32(o.size)}
-	if seq == o.n-1 {
-		h.flags |= flagLast
+	length := int64(e.pay)
+	h := header{flags: flagData, id: o.m.ID, seq: seq}
+	switch {
+	case o.m.Stream:
+		h.flags |= flagStream
+	default:
+		length = min(length, o.size-off)
+		h.aux = uint32(o.size)
+		if seq == o.n-1 {
+			h.flags |= flagLast
+		}
 	}
+	h.length = uint16(length)
 	if o.prio {
 		h.flags |= flagPrio
 	}
@@ -149,8 +164,8 @@ func (e *endpoint) onPull(h header) {
 // both carry).
 func (e *endpoint) onAck(h header) {
 	o := e.outgoing[h.id]
-	if o == nil || h.seq >= o.n {
-		return
+	if o == nil || h.seq >= o.next {
+		return // retired, or a packet never sent
 	}
 	if h.flags&flagNack != 0 {
 		e.stats.NacksRecv++
@@ -175,10 +190,10 @@ func (e *endpoint) ackOne(o *outMsg, seq uint32) {
 // ackBelow ACKs every packet before cum and retires the message when all
 // of its packets are ACKed.
 func (e *endpoint) ackBelow(o *outMsg, cum uint32) {
-	for ; o.low < min(cum, o.n); o.low++ {
+	for ; o.low < min(cum, o.next); o.low++ {
 		e.ackOne(o, o.low)
 	}
-	for o.low < o.n && o.state[o.low] == pktAcked {
+	for o.low < o.next && o.state[o.low] == pktAcked {
 		o.low++
 	}
 	if o.acked == o.n {

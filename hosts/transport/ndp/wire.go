@@ -15,14 +15,15 @@ import (
 // needs to NACK a trimmed packet and keep pulling is in them.
 //
 //	0      magic 0x4E (tc.NDPMagic)
-//	1      flags: DATA, ACK, NACK, PULL, CHOPPED (set by a switch), LAST, PRIO
+//	1      flags: DATA, ACK, NACK, PULL, CHOPPED (set by a switch), LAST,
+//	       PRIO, STREAM (0x80, fabric's own)
 //	2..3   DATA: payload length (a trimmed header still says how much was cut)
 //	4..11  message id (the schedule's id)
 //	12..15 DATA, ACK, NACK: packet number within the message;
 //	       PULL: the pull counter, how many PULLs the receiver has sent
 //	       for this message so far (cumulative, so a lost or overtaken
 //	       PULL is made up by the next one, NDP §3.2)
-//	16..19 DATA: message size in bytes;
+//	16..19 DATA: message size in bytes (0 for a stream);
 //	       ACK, NACK, PULL: how many packets from the first the receiver
 //	       holds (cumulative ACK: a lost ACK costs no retransmission once a
 //	       later one arrives)
@@ -41,6 +42,10 @@ const (
 	flagChopped = tc.NDPFlagChopped
 	flagLast    = tc.NDPFlagLast
 	flagPrio    = tc.NDPFlagPrio
+	// flagStream marks DATA of a stream, a message without an end (the
+	// contract's long-lived flows): its size field is 0. The switch reads
+	// only DATA and CHOPPED, so fabric's transport may use this bit.
+	flagStream = 0x80
 )
 
 // header is a decoded NDP header.
