@@ -30,6 +30,7 @@ type network struct {
 	dropped   int
 	chopped   int
 	paths     map[int]int // DATA packets per source path
+	cut       bool        // the network carries nothing more
 }
 
 func (n *network) transmit(from netip.Addr) func(netip.Addr, int, []byte) {
@@ -39,6 +40,9 @@ func (n *network) transmit(from netip.Addr) func(netip.Addr, int, []byte) {
 		r := n.rng.Float64()
 		delay := time.Duration(n.rng.Int64N(int64(n.maxDelay)))
 		to := n.endpoints[dst]
+		if n.cut {
+			to = nil
+		}
 		isData := pkt[1]&flagData != 0
 		if isData {
 			n.paths[path]++
@@ -278,6 +282,10 @@ func TestStreamUntilStopped(t *testing.T) {
 	eps, stop := pair(t, net, sched, dl)
 	eps[0].start(sched[0])
 	time.Sleep(500 * time.Millisecond)
+	net.mu.Lock()
+	net.cut = true
+	net.mu.Unlock()
+	time.Sleep(20 * time.Millisecond) // what is on its way arrives
 	eps[1].mu.Lock()
 	eps[1].endStreams()
 	eps[1].mu.Unlock()

@@ -77,13 +77,45 @@ func (e *endpoint) onData(src netip.Addr, h header, payload []byte, now time.Tim
 		e.control(src, header{flags: flagNack, id: h.id, seq: h.seq, aux: im.cum})
 	default:
 		e.hold(im, h.seq, payload)
-		e.control(src, header{flags: flagAck, id: h.id, seq: h.seq, aux: im.cum})
 		if im.got == im.n {
+			e.control(src, header{flags: flagAck, id: h.id, seq: h.seq, aux: im.cum})
 			e.complete(im, now)
 			return
 		}
+		if h.seq < im.cum && e.pullAck(im, now) {
+			return
+		}
+		e.control(src, header{flags: flagAck, id: h.id, seq: h.seq, aux: im.cum})
 	}
 	e.maybePull(im)
+}
+
+// pullAck sends the PULL an in-order packet earns at once, with ACK set,
+// when nothing waits in the pull queue and the pacer's slot is (nearly)
+// free: its
+// cumulative count ACKs the packet, so one packet does the work of two
+// (NDP §3.2, note 4: "If there is only one sender, PULL packets don't
+// need extra pacing ... we can send combined PULLACK"). It says whether
+// it did.
+func (e *endpoint) pullAck(im *inMsg, now time.Time) bool {
+	// The arrivals a lone sender's PULLs elicit come one gap apart, give
+	// or take the scheduling jitter of both hosts: a PULLACK may go up to
+	// half a gap before its slot, which its reservation (from the slot,
+	// not from now) makes up, so PULLs still average one per gap.
+	if !im.needsPull() || !e.pulls.empty() || e.pullPacer.free.After(now.Add(e.gap/2)) {
+		return false
+	}
+	e.pullPacer.reserve(now, e.gap)
+	im.inflight++
+	im.pullNo++
+	e.stats.Pulls++
+	e.stats.PullAcks++
+	h := header{flags: flagPull | flagAck, id: im.id, seq: im.pullNo, aux: im.cum}
+	if im.prio {
+		h.flags |= flagPrio
+	}
+	e.control(im.src, h)
+	return true
 }
 
 // newIncoming is the state of a message whose first packet (whichever
@@ -138,7 +170,7 @@ func (e *endpoint) maybePull(im *inMsg) {
 	if im.needsPull() {
 		im.queued++
 		e.pulls.push(im)
-		signal(e.pullWake)
+		e.kick(&e.pullPacer, e.nextPull)
 	}
 }
 
@@ -216,7 +248,7 @@ func (e *endpoint) nextPull() (func(), time.Duration, bool) {
 // time on this host's link, so that the DATA they elicit arrives at the
 // link's rate (NDP §3.2).
 func (e *endpoint) pullLoop(ctx context.Context) {
-	e.pace(ctx, e.pullWake, e.nextPull)
+	e.pace(ctx, &e.pullPacer, e.nextPull)
 }
 
 // repeatStalledPulls repeats the last PULL of every message that has had
@@ -262,6 +294,8 @@ func (q *pullQueue) push(im *inMsg) {
 	}
 	q.bySrc[im.src] = append(s, im)
 }
+
+func (q *pullQueue) empty() bool { return len(q.prio) == 0 && len(q.ring) == 0 }
 
 func (q *pullQueue) pop() *inMsg {
 	if len(q.prio) > 0 {

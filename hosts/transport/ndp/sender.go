@@ -55,7 +55,7 @@ func (e *endpoint) start(m transport.Message) {
 	e.outgoing[m.ID] = o
 	e.order = append(e.order, o)
 	e.mu.Unlock()
-	signal(e.sendWake)
+	signal(e.sendPacer.wake)
 }
 
 // priority says whether a message's PULLs jump the receiver's pull queue
@@ -141,7 +141,12 @@ func (e *endpoint) nextData(buf []byte) (func(), time.Duration, bool) {
 // queue in the host.
 func (e *endpoint) sendLoop(ctx context.Context) {
 	buf := make([]byte, HeaderLen+e.pay)
-	e.pace(ctx, e.sendWake, func() (func(), time.Duration, bool) { return e.nextData(buf) })
+	e.pace(ctx, &e.sendPacer, func() (func(), time.Duration, bool) { return e.nextData(buf) })
+}
+
+// kickData sends a DATA packet at once if the link is free (kick).
+func (e *endpoint) kickData() {
+	e.kick(&e.sendPacer, func() (func(), time.Duration, bool) { return e.nextData(e.fastBuf) })
 }
 
 // onPull gives a message one more packet per step of the PULL counter
@@ -156,7 +161,7 @@ func (e *endpoint) onPull(h header) {
 	if o = e.outgoing[h.id]; o != nil && h.seq > o.pulls {
 		o.credit += int64(h.seq - o.pulls)
 		o.pulls = h.seq
-		signal(e.sendWake)
+		e.kickData()
 	}
 }
 
@@ -172,7 +177,7 @@ func (e *endpoint) onAck(h header) {
 		if o.state[h.seq] == pktInFlight {
 			o.state[h.seq] = pktQueued
 			o.rtx = append(o.rtx, h.seq)
-			signal(e.sendWake)
+			e.kickData()
 		}
 	} else {
 		e.ackOne(o, h.seq)
@@ -226,7 +231,7 @@ func (e *endpoint) retransmitTimedOut(now time.Time) {
 		}
 		if timedOut {
 			o.credit = max(o.credit, 1)
-			signal(e.sendWake)
+			signal(e.sendPacer.wake)
 		}
 	}
 }

@@ -28,6 +28,9 @@ import (
 //	       holds (cumulative ACK: a lost ACK costs no retransmission once a
 //	       later one arrives)
 //
+// A PULL with ACK set also ACKs the packet that earned it, through its
+// cumulative count (NDP §3.2 note 4, PULLACK).
+//
 // DATA carries the message's bytes [seq×payload, …) after the header, PRIO
 // when the message is prioritised (its PULLs then jump the pull queue) and
 // LAST on the message's last packet.
