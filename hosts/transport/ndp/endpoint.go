@@ -65,12 +65,12 @@ type endpoint struct {
 
 // Stats are an endpoint's counters, logged at exit.
 type Stats struct {
-	DataSent, Retransmitted, RTOs int64 // sender: DATA packets, of which resent, of which after a timeout
-	NacksRecv, PullsRecv          int64
-	DataRecv, Trims, Dups         int64 // receiver: DATA arrivals, CHOPPED among them, duplicates
-	Nacks, Pulls, PullRetries     int64 // receiver: NACKs sent, PULLs sent, PULLs repeated on a timeout
-	PullAcks                      int64 // PULLs that also ACKed the packet that earned them
-	Delivered                     int64 // messages delivered whole
+	DataSent, Retransmitted, RTOs    int64 // sender: DATA packets, of which resent, of which after a timeout
+	NacksRecv, PullsRecv, StaleNacks int64 // StaleNacks: NACKs of a copy already resent
+	DataRecv, Trims, Dups            int64 // receiver: DATA arrivals, CHOPPED among them, duplicates
+	Nacks, Pulls, PullRetries        int64 // receiver: NACKs sent, PULLs sent, PULLs repeated on a timeout
+	PullAcks                         int64 // PULLs that also ACKed the packet that earned them
+	Delivered                        int64 // messages delivered whole
 }
 
 func newEndpoint(env *transport.Env, args Args, w *transport.Writer, sched []transport.Message, log *slog.Logger) *endpoint {
@@ -200,7 +200,7 @@ func (e *endpoint) handle(src netip.Addr, b []byte) {
 	case h.flags&flagPull != 0:
 		e.onPull(h)
 	case h.flags&(flagAck|flagNack) != 0:
-		e.onAck(h)
+		e.onAck(h, now)
 	}
 }
 

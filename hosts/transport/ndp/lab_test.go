@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -164,16 +165,7 @@ func (res *labResult) run(t testing.TB, procs []*proc, limit time.Duration) {
 	cancel()
 	wg.Wait()
 	for _, p := range procs {
-		s := p.e.stats
-		res.stats.DataSent += s.DataSent
-		res.stats.Retransmitted += s.Retransmitted
-		res.stats.RTOs += s.RTOs
-		res.stats.Trims += s.Trims
-		res.stats.Nacks += s.Nacks
-		res.stats.Pulls += s.Pulls
-		res.stats.PullRetries += s.PullRetries
-		res.stats.Dups += s.Dups
-		res.stats.Delivered += s.Delivered
+		res.stats.add(p.e.stats)
 		res.packets += p.e.pktsIn.Load() + p.e.pktsOut.Load()
 	}
 	set, err := transport.ReadDir(filepath.Dir(procs[0].e.env.Records))
@@ -249,5 +241,13 @@ func TestLabIncastDeliversOnce(t *testing.T) {
 				t.Errorf("1 %% loss and no RTO: loss recovery was not exercised")
 			}
 		})
+	}
+}
+
+// add sums o into s, field by field.
+func (s *Stats) add(o Stats) {
+	a, b := reflect.ValueOf(s).Elem(), reflect.ValueOf(o)
+	for i := range a.NumField() {
+		a.Field(i).SetInt(a.Field(i).Int() + b.Field(i).Int())
 	}
 }

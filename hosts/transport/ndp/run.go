@@ -84,7 +84,7 @@ func (p *proc) run(ctx context.Context, stdout io.Writer) error {
 	st := e.stats
 	e.mu.Unlock()
 	e.log.Info("ndp stats", "data_sent", st.DataSent, "retransmitted", st.Retransmitted, "rtos", st.RTOs,
-		"nacks_recv", st.NacksRecv, "pulls_recv", st.PullsRecv, "data_recv", st.DataRecv, "trims", st.Trims,
+		"nacks_recv", st.NacksRecv, "stale_nacks", st.StaleNacks, "pulls_recv", st.PullsRecv, "data_recv", st.DataRecv, "trims", st.Trims,
 		"dups", st.Dups, "nacks", st.Nacks, "pulls", st.Pulls, "pull_acks", st.PullAcks, "pull_retries", st.PullRetries,
 		"delivered", st.Delivered, "packets", e.pktsOut.Load()+e.pktsIn.Load(), "cpu_us", cpuTime().Microseconds())
 	return errors.Join(e.w.Sender(late), e.w.Close())

@@ -167,14 +167,19 @@ func (e *endpoint) onPull(h header) {
 
 // onAck takes an ACK or a NACK of one packet (and the cumulative ACK
 // both carry).
-func (e *endpoint) onAck(h header) {
+func (e *endpoint) onAck(h header, now time.Time) {
 	o := e.outgoing[h.id]
 	if o == nil || h.seq >= o.next {
 		return // retired, or a packet never sent
 	}
 	if h.flags&flagNack != 0 {
 		e.stats.NacksRecv++
-		if o.state[h.seq] == pktInFlight {
+		// A NACK sooner than half an unloaded RTT after the packet
+		// was last sent is for an earlier copy (a timeout resent it
+		// meanwhile): acting on it would send a third copy.
+		if o.state[h.seq] == pktInFlight && now.Sub(o.sentAt[h.seq]) < e.env.RTT/2 {
+			e.stats.StaleNacks++
+		} else if o.state[h.seq] == pktInFlight {
 			o.state[h.seq] = pktQueued
 			o.rtx = append(o.rtx, h.seq)
 			e.kickData()
