@@ -47,6 +47,7 @@ type labResult struct {
 	cpu     time.Duration
 	elapsed time.Duration // from the schedule's start to the last delivery
 	rtt     time.Duration
+	wire    string // the delay lines' lateness, if the links have delay
 }
 
 // runLab builds the lab, runs the schedule to its last delivery (or the
@@ -86,6 +87,12 @@ func runLab(t testing.TB, r labRun) labResult {
 	res.sched = r.msgs(addr)
 	procs := openAll(t, lab, peers, res.sched, r, &res)
 	res.run(t, procs, r.limit)
+	if w := lab.Wire(); w != nil {
+		if st, err := w.Stats(); err == nil {
+			res.wire = fmt.Sprintf("delay lines: %d packets released, lateness p50 %v p99 %v max %v",
+				st.Released(), st.Lateness(0.5), st.Lateness(0.99), st.MaxLateness())
+		}
+	}
 	target, err := lab.PortTarget("s0", toward(lab, "h0"))
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +239,7 @@ func TestLabIncastDeliversOnce(t *testing.T) {
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			res := runLab(t, labRun{name: sc.name, hosts: 4, links: sc.links, msgs: incast, limit: 20 * time.Second})
-			t.Logf("%d messages in %v (RTT %v); endpoints %+v; port s0→h0: %+v", len(res.sched), res.elapsed.Round(time.Millisecond), res.rtt, res.stats, *res.port.NDP)
+			t.Logf("%d messages in %v (RTT %v); endpoints %+v; port s0→h0: %+v; %s", len(res.sched), res.elapsed.Round(time.Millisecond), res.rtt, res.stats, *res.port.NDP, res.wire)
 			res.check(t)
 			if res.port.NDP == nil || res.port.NDP.Trimmed == 0 || res.stats.Trims == 0 || res.stats.Nacks == 0 {
 				t.Errorf("no trimming: the incast did not overflow the data queue (port %+v, endpoints %+v)", res.port.NDP, res.stats)
