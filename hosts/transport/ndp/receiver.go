@@ -92,11 +92,10 @@ func (e *endpoint) onData(src netip.Addr, h header, payload []byte, now time.Tim
 
 // pullAck sends the PULL an in-order packet earns at once, with ACK set,
 // when nothing waits in the pull queue and the pacer's slot is (nearly)
-// free: its
-// cumulative count ACKs the packet, so one packet does the work of two
-// (NDP §3.2, note 4: "If there is only one sender, PULL packets don't
-// need extra pacing ... we can send combined PULLACK"). It says whether
-// it did.
+// free: its cumulative count ACKs the packet, so one packet does the work
+// of two (NDP §3.2, note 4: "If there is only one sender, PULL packets
+// don't need extra pacing ... we can send combined PULLACK"). It says
+// whether it did.
 func (e *endpoint) pullAck(im *inMsg, now time.Time) bool {
 	// The arrivals a lone sender's PULLs elicit come one gap apart, give
 	// or take the scheduling jitter of both hosts: a PULLACK may go up to
