@@ -22,10 +22,12 @@ type Args struct {
 	// message over equal-cost paths (NDP §3: per-packet multipath). 1
 	// turns spraying off. Default 16.
 	Paths int `json:"paths,omitempty"`
-	// RTO is how long a sender waits for a packet's ACK or NACK before it
-	// sends the packet again, and a receiver for any packet of an
-	// unfinished message before it repeats its last PULL: the last resort
-	// for packets and PULLs that are lost, not trimmed. Default: RTO below.
+	// RTO is the least time a sender waits for a packet's ACK or NACK
+	// before it sends the packet again, and a receiver for any packet of
+	// an unfinished message before it repeats its last PULL: the last
+	// resort for packets and PULLs that are lost, not trimmed. The wait
+	// grows with the round trips the sender measures (SRTT + 4 RTTVAR, as
+	// TCP's). Default: RTO below.
 	RTO transport.Duration `json:"rto,omitempty"`
 	// PrioClass marks the messages of a traffic class as priority: their
 	// PULLs go before every other PULL in the receiver's queue (NDP §5,

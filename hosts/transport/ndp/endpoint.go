@@ -28,9 +28,10 @@ type endpoint struct {
 	args Args
 	log  *slog.Logger
 	w    *transport.Writer
-	pay  int    // message bytes per packet
-	iw   uint32 // the initial window in packets
-	rto  time.Duration
+	pay  int           // message bytes per packet
+	iw   uint32        // the initial window in packets
+	rto  time.Duration // the least timeout (Args.RTO); rtt raises it to what the path takes
+	rtt  rttEstimator
 	gap  time.Duration // one full-size packet's time on this host's link: the PULL spacing
 	port int
 
