@@ -22,9 +22,10 @@
 //     (Args.PrioClass, Args.PrioBelow) first (§5, Fig. 10).
 //   - A PULL carries a per-message counter; a sender sends as many packets
 //     as the counter advanced, a NACKed packet before new data.
-//   - An RTO (Args.RTO) is the last resort: a sender resends a packet
-//     neither ACKed nor NACKed within it, a receiver that heard nothing of
-//     an unfinished message for it repeats its last PULL.
+//   - An RTO is the last resort: a sender resends a packet neither ACKed
+//     nor NACKed within SRTT + 4 RTTVAR of its measured round trips (at
+//     least Args.RTO), a receiver that heard nothing of an unfinished
+//     message for Args.RTO repeats its last PULL.
 //   - Each DATA packet leaves from the next of Args.Paths source ports, so
 //     L4 ECMP sprays a message over equal-cost paths (per-packet
 //     multipath, §3); control packets use one port.
