@@ -12,6 +12,7 @@ import (
 
 	"github.com/fabric-emu/fabric/hosts/transport"
 	"github.com/fabric-emu/fabric/hosts/transport/homa"
+	"github.com/fabric-emu/fabric/hosts/transport/ndp"
 	"github.com/fabric-emu/fabric/hosts/transport/tcp"
 )
 
@@ -21,6 +22,7 @@ type Run func(ctx context.Context, env *transport.Env, stdout io.Writer, log *sl
 var transports = map[string]Run{
 	"tcp":  tcp.Run,  // kernel TCP with the scheme's congestion control
 	"homa": homa.Run, // receiver-driven, 8 priorities (Montazeri's thesis)
+	"ndp":  ndp.Run,  // receiver-pulled over trimming switches (Handley et al., SIGCOMM 2017)
 }
 
 // Lookup returns the transport called name.

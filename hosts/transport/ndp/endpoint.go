@@ -1,0 +1,314 @@
+package ndp
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/fabric-emu/fabric/hosts/transport"
+	"github.com/fabric-emu/fabric/tc"
+)
+
+// endpoint is NDP on one host: the sender and receiver halves share one
+// lock and one set of sockets. DATA leaves through Args.Paths sockets, each
+// bound to its own source port (the spray); ACK, NACK and PULL through one
+// control socket marked DSCP CS7; everything arrives on one socket bound
+// to Args.Port.
+type endpoint struct {
+	env  *transport.Env
+	args Args
+	log  *slog.Logger
+	w    *transport.Writer
+	pay  int           // message bytes per packet
+	iw   uint32        // the initial window in packets
+	rto  time.Duration // the least timeout (Args.RTO); rtt raises it to what the path takes
+	rtt  rttEstimator
+	gap  time.Duration // one full-size packet's time on this host's link: the PULL spacing
+	port int
+
+	in   *net.UDPConn
+	ctl  *net.UDPConn
+	data []*net.UDPConn
+	// tx puts one packet on the wire to dst: DATA through source port
+	// path (0..Paths-1), control (path -1) through the CS7 socket. The
+	// sockets' write (open sets it), or a test's network.
+	tx func(dst netip.Addr, path int, b []byte)
+	// deliver, when set, receives every message's bytes in order, exactly
+	// once: the application's side of the socket (tests check it).
+	deliver func(id uint64, off int64, b []byte)
+
+	mu        sync.Mutex
+	sendPacer pacer  // DATA
+	pullPacer pacer  // PULLs
+	fastBuf   []byte // the DATA packet a receive sends at once (under mu)
+	outgoing  map[uint64]*outMsg
+	order     []*outMsg // outgoing in the order they are served, round robin
+	rr        int
+	spray     int
+	incoming  map[uint64]*inMsg
+	done      map[uint64]bool // messages delivered whole (duplicates are ACKed, not delivered)
+	pulls     pullQueue
+	schedule  map[uint64]transport.Message
+	stats     Stats
+	// Every packet through the sockets, data and control, for the CPU
+	// cost per packet (the pacers send without the lock).
+	pktsOut, pktsIn atomic.Int64
+}
+
+// Stats are an endpoint's counters, logged at exit.
+type Stats struct {
+	DataSent, Retransmitted, RTOs    int64 // sender: DATA packets, of which resent, of which after a timeout
+	NacksRecv, PullsRecv, StaleNacks int64 // StaleNacks: NACKs of a copy already resent
+	DataRecv, Trims, Dups            int64 // receiver: DATA arrivals, CHOPPED among them, duplicates
+	Nacks, Pulls, PullRetries        int64 // receiver: NACKs sent, PULLs sent, PULLs repeated on a timeout
+	PullAcks                         int64 // PULLs that also ACKed the packet that earned them
+	Delivered                        int64 // messages delivered whole
+}
+
+func newEndpoint(env *transport.Env, args Args, w *transport.Writer, sched []transport.Message, log *slog.Logger) *endpoint {
+	pay := payloadSize(env.MTU)
+	e := &endpoint{env: env, args: args, log: log, w: w, pay: pay, port: args.Port,
+		iw: packets(int64(args.IW), pay), rto: time.Duration(args.RTO), gap: frameTime(env, env.MTU),
+		sendPacer: pacer{wake: make(chan struct{}, 1)}, pullPacer: pacer{wake: make(chan struct{}, 1)},
+		fastBuf:  make([]byte, HeaderLen+pay),
+		outgoing: map[uint64]*outMsg{}, incoming: map[uint64]*inMsg{}, done: map[uint64]bool{},
+		pulls: newPullQueue(), schedule: map[uint64]transport.Message{}}
+	for _, m := range sched {
+		e.schedule[m.ID] = m
+	}
+	return e
+}
+
+// open binds the receiving socket, the control socket and one DATA socket
+// per path; call it inside the host's network namespace.
+func (e *endpoint) open(ctx context.Context) error {
+	var lc net.ListenConfig
+	pc, err := lc.ListenPacket(ctx, "udp4", net.JoinHostPort(e.env.Addr.String(), strconv.Itoa(e.port)))
+	if err != nil {
+		return err
+	}
+	e.in = pc.(*net.UDPConn)
+	_ = e.in.SetReadBuffer(8 << 20)
+	if e.ctl, err = e.socket(ctx, transport.DSCP(tc.DSCPHeader), false); err != nil {
+		return err
+	}
+	for range e.args.Paths {
+		c, err := e.socket(ctx, 0, true)
+		if err != nil {
+			return err
+		}
+		e.data = append(e.data, c)
+	}
+	e.tx = e.sendUDP
+	return nil
+}
+
+// socket is a sending socket on a port of its own whose packets carry dscp.
+//
+// DATA sockets (noCheck) send without a UDP checksum (SO_NO_CHECK, "none"
+// for IPv4): a switch that trims a packet cuts the bytes the checksum
+// covers, and a checksum the kernel left for the NIC to finish
+// (CHECKSUM_PARTIAL on a veth) was then completed over the trimmed packet
+// on its way through a delay line without the pseudo-header, so the
+// receiving host dropped every trimmed header as a checksum error
+// (InCsumErrors in its /proc/net/snmp, measured: 695 of 695). The NDP
+// header itself is what the receiver needs from a trimmed packet.
+func (e *endpoint) socket(ctx context.Context, dscp transport.DSCP, noCheck bool) (*net.UDPConn, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_TOS, dscp.TOS())
+			if serr == nil && noCheck {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_NO_CHECK, 1)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	c, err := lc.ListenPacket(ctx, "udp4", net.JoinHostPort(e.env.Addr.String(), "0"))
+	if err != nil {
+		return nil, fmt.Errorf("ndp socket: %w", err)
+	}
+	u := c.(*net.UDPConn)
+	_ = u.SetWriteBuffer(1 << 20)
+	return u, nil
+}
+
+func (e *endpoint) close() {
+	for _, c := range append([]*net.UDPConn{e.in, e.ctl}, e.data...) {
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+// sendUDP writes one packet to dst: DATA through the socket of its path,
+// control through the CS7 socket.
+func (e *endpoint) sendUDP(dst netip.Addr, path int, b []byte) {
+	e.pktsOut.Add(1)
+	c := e.ctl
+	if path >= 0 {
+		c = e.data[path%len(e.data)]
+	}
+	if _, err := c.WriteToUDPAddrPort(b, netip.AddrPortFrom(dst, uint16(e.port))); err != nil {
+		e.log.Debug("send", "to", dst, "err", err)
+	}
+}
+
+// control sends an ACK, NACK or PULL.
+func (e *endpoint) control(dst netip.Addr, h header) {
+	var b [HeaderLen]byte
+	h.put(b[:])
+	e.tx(dst, -1, b[:])
+}
+
+// receive reads packets until the socket closes.
+func (e *endpoint) receive() {
+	buf := make([]byte, 65536)
+	for {
+		n, from, err := e.in.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return
+		}
+		e.pktsIn.Add(1)
+		e.handle(from.Addr().Unmap(), buf[:n])
+	}
+}
+
+// handle takes one packet from src.
+func (e *endpoint) handle(src netip.Addr, b []byte) {
+	h, err := parseHeader(b)
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case h.flags&flagData != 0:
+		e.onData(src, h, b[HeaderLen:], now)
+	case h.flags&flagPull != 0:
+		e.onPull(h)
+	case h.flags&(flagAck|flagNack) != 0:
+		e.onAck(h, now)
+	}
+}
+
+// signal wakes a pacer without blocking.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// timers runs the sender's and receiver's timeouts until ctx ends.
+func (e *endpoint) timers(ctx context.Context) {
+	// Tick at a quarter of the timeout, so a stall is noticed within 1.25
+	// timeouts, but no faster than every 500 µs: each wake-up costs tens
+	// of µs on a virtual machine, times every host.
+	tick := time.NewTicker(max(e.rto/4, 500*time.Microsecond))
+	defer tick.Stop()
+	samples := time.NewTicker(sampleEvery)
+	defer samples.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			e.mu.Lock()
+			e.retransmitTimedOut(now)
+			e.repeatStalledPulls(now)
+			e.mu.Unlock()
+		case now := <-samples.C:
+			e.mu.Lock()
+			e.sampleStreams(now)
+			e.mu.Unlock()
+		}
+	}
+}
+
+// sampleEvery is how often a receiver samples its streams (the contract's
+// sample record: every 100 ms).
+const sampleEvery = 100 * time.Millisecond
+
+// pacer spaces one kind of packet on the host's link: free is when the
+// next may go. Its loop (pace) sends what is left when it is due; a
+// packet that arrives when the pacer is idle and the link free goes at
+// once from the receiving goroutine (kick), which saves two thread
+// wake-ups per packet on the round trip and their CPU.
+type pacer struct {
+	free time.Time
+	wake chan struct{}
+}
+
+// reserve takes the slot of a packet of gap starting now: a late
+// wake-up is made up by sending the next packet early, but never more
+// than one gap early, so a backlog never leaves as a burst of more than
+// two packets.
+func (p *pacer) reserve(now time.Time, gap time.Duration) {
+	if p.free.Before(now.Add(-gap)) {
+		p.free = now.Add(-gap)
+	}
+	p.free = p.free.Add(gap)
+}
+
+// kick sends the next packet of p at once if its slot is free, and
+// otherwise leaves it to the pacer's loop. Call it with e.mu held.
+func (e *endpoint) kick(p *pacer, next func() (func(), time.Duration, bool)) {
+	now := time.Now()
+	if p.free.After(now) {
+		signal(p.wake)
+		return
+	}
+	if send, gap, ok := next(); ok {
+		p.reserve(now, gap)
+		send()
+		signal(p.wake) // the loop sends what remains when it is due
+	}
+}
+
+// pace runs a pacer's loop: next picks a packet under the lock (false:
+// nothing to send, wait to be woken) and returns how to send it and the
+// gap it takes on the link; the loop keeps to one packet per gap. The
+// pick is made only when the packet may go, so that it reflects
+// everything that arrived meanwhile.
+func (e *endpoint) pace(ctx context.Context, p *pacer, next func() (func(), time.Duration, bool)) {
+	transport.PinClockThread()
+	for ctx.Err() == nil {
+		e.mu.Lock()
+		now := time.Now()
+		if free := p.free; free.After(now) {
+			e.mu.Unlock()
+			if !transport.SleepUntil(ctx, free) {
+				return
+			}
+			continue
+		}
+		send, gap, ok := next()
+		if ok {
+			p.reserve(now, gap)
+		}
+		e.mu.Unlock()
+		if !ok {
+			select {
+			case <-ctx.Done():
+				return
+			case <-p.wake:
+			}
+			continue
+		}
+		send()
+	}
+}

@@ -1,0 +1,324 @@
+package ndp
+
+import (
+	"context"
+	"math"
+	"net/netip"
+	"time"
+
+	"github.com/fabric-emu/fabric/hosts/transport"
+)
+
+// inMsg is a message this host is receiving.
+type inMsg struct {
+	id   uint64
+	src  netip.Addr
+	size int64
+	n    uint32 // packets
+	prio bool
+	have []bool
+	got  uint32            // distinct packets held
+	cum  uint32            // packets [0, cum) held and delivered, in order
+	held map[uint32][]byte // payloads past a gap, waiting for it to fill
+	// inflight is how many packets the receiver expects to arrive: the
+	// first window and one per PULL sent, less what arrived (whole or
+	// trimmed). queued is its PULLs still in the pull queue.
+	inflight, queued int
+	pullNo           uint32    // PULLs sent: the counter the last one carried
+	last             time.Time // the last arrival or PULL sent
+	finished         bool
+	stream           bool      // no end: recorded by samples and when the process stops
+	delivered        time.Time // when the last byte was delivered
+}
+
+// needsPull says whether the packets not yet held outnumber those that
+// will come without another PULL. A trimmed header leaves its packet
+// missing but no longer coming, so it asks for one more PULL; a whole
+// packet is held and no longer coming, so it asks for none. When the
+// last packets are on their way the receiver pulls no more (NDP §3.2
+// drops a finished sender's PULLs from the queue).
+func (im *inMsg) needsPull() bool {
+	return int(im.n-im.got) > im.inflight+im.queued
+}
+
+// onData takes one DATA packet, whole or trimmed: it ACKs or NACKs it at
+// once and queues a PULL if the message still needs one (NDP §3.2).
+func (e *endpoint) onData(src netip.Addr, h header, payload []byte, now time.Time) {
+	e.stats.DataRecv++
+	chopped := h.flags&flagChopped != 0
+	if chopped {
+		e.stats.Trims++
+	}
+	if e.done[h.id] {
+		e.stats.Dups++
+		e.control(src, header{flags: flagAck, id: h.id, seq: h.seq, aux: packets(int64(h.aux), e.pay)})
+		return
+	}
+	im := e.incoming[h.id]
+	if im == nil {
+		if im = e.newIncoming(src, h); im == nil {
+			return
+		}
+	}
+	if h.seq >= im.n {
+		return
+	}
+	for uint32(len(im.have)) <= h.seq { // a stream's grow as it arrives
+		im.have = append(im.have, false)
+	}
+	im.last = now
+	im.inflight = max(im.inflight-1, 0)
+	switch {
+	case im.have[h.seq]:
+		e.stats.Dups++
+		e.control(src, header{flags: flagAck, id: h.id, seq: h.seq, aux: im.cum})
+	case chopped:
+		e.stats.Nacks++
+		e.control(src, header{flags: flagNack, id: h.id, seq: h.seq, aux: im.cum})
+	default:
+		e.hold(im, h.seq, payload)
+		if im.got == im.n {
+			e.control(src, header{flags: flagAck, id: h.id, seq: h.seq, aux: im.cum})
+			e.complete(im, now)
+			return
+		}
+		if h.seq < im.cum && e.pullAck(im, now) {
+			return
+		}
+		e.control(src, header{flags: flagAck, id: h.id, seq: h.seq, aux: im.cum})
+	}
+	e.maybePull(im)
+}
+
+// pullAck sends the PULL an in-order packet earns at once, with ACK set,
+// when nothing waits in the pull queue and the pacer's slot is (nearly)
+// free: its cumulative count ACKs the packet, so one packet does the work
+// of two (NDP §3.2, note 4: "If there is only one sender, PULL packets
+// don't need extra pacing ... we can send combined PULLACK"). It says
+// whether it did.
+func (e *endpoint) pullAck(im *inMsg, now time.Time) bool {
+	// The arrivals a lone sender's PULLs elicit come one gap apart, give
+	// or take the scheduling jitter of both hosts: a PULLACK may go up to
+	// half a gap before its slot, which its reservation (from the slot,
+	// not from now) makes up, so PULLs still average one per gap.
+	if !im.needsPull() || !e.pulls.empty() || e.pullPacer.free.After(now.Add(e.gap/2)) {
+		return false
+	}
+	e.pullPacer.reserve(now, e.gap)
+	im.inflight++
+	im.pullNo++
+	e.stats.Pulls++
+	e.stats.PullAcks++
+	h := header{flags: flagPull | flagAck, id: im.id, seq: im.pullNo, aux: im.cum}
+	if im.prio {
+		h.flags |= flagPrio
+	}
+	e.control(im.src, h)
+	return true
+}
+
+// newIncoming is the state of a message whose first packet (whichever
+// arrives first) just came.
+func (e *endpoint) newIncoming(src netip.Addr, h header) *inMsg {
+	stream := h.flags&flagStream != 0
+	if h.aux == 0 && !stream {
+		return nil
+	}
+	n := uint32(math.MaxUint32)
+	var have []bool
+	if !stream {
+		n = packets(int64(h.aux), e.pay)
+		have = make([]bool, n)
+	}
+	im := &inMsg{id: h.id, src: src, size: int64(h.aux), n: n, prio: h.flags&flagPrio != 0, stream: stream,
+		have: have, held: map[uint32][]byte{}, inflight: int(min(e.iw, n))}
+	e.incoming[h.id] = im
+	return im
+}
+
+// hold keeps a packet's payload and delivers what is now in order.
+func (e *endpoint) hold(im *inMsg, seq uint32, payload []byte) {
+	im.have[seq] = true
+	im.got++
+	if seq != im.cum {
+		im.held[seq] = append([]byte(nil), payload...)
+		return
+	}
+	e.give(im, payload)
+	for {
+		b, ok := im.held[im.cum]
+		if !ok {
+			return
+		}
+		delete(im.held, im.cum)
+		e.give(im, b)
+	}
+}
+
+// give delivers packet im.cum to the application.
+func (e *endpoint) give(im *inMsg, b []byte) {
+	if e.deliver != nil {
+		e.deliver(im.id, int64(im.cum)*int64(e.pay), b)
+	}
+	im.cum++
+	im.delivered = time.Now()
+}
+
+// maybePull queues a PULL for im when it needs one.
+func (e *endpoint) maybePull(im *inMsg) {
+	if im.needsPull() {
+		im.queued++
+		e.pulls.push(im)
+		e.kick(&e.pullPacer, e.nextPull)
+	}
+}
+
+// complete records a message delivered whole.
+func (e *endpoint) complete(im *inMsg, now time.Time) {
+	im.finished = true
+	delete(e.incoming, im.id)
+	e.done[im.id] = true
+	e.stats.Delivered++
+	e.record(im, im.size, now)
+}
+
+// record writes the flow record of a message: bytes delivered by end.
+func (e *endpoint) record(im *inMsg, bytes int64, end time.Time) {
+	m, ok := e.schedule[im.id]
+	if !ok {
+		m = transport.Message{ID: im.id, Size: im.size}
+		if name, found := e.env.PeerName(im.src); found {
+			m.Src = name
+		}
+	}
+	e.w.Flow(transport.Flow{ID: im.id, Pattern: m.Pattern, Src: m.Src, Dst: e.env.Host, Size: m.Size, Bytes: bytes,
+		DSCP: m.DSCP, CC: "ndp", StartNS: e.env.StartNS + m.TimeNS, EndNS: end.UnixNano(), Class: m.Class, Query: m.Query})
+}
+
+// streamBytes is how many bytes of a stream the application has.
+func (e *endpoint) streamBytes(im *inMsg) int64 { return int64(im.cum) * int64(e.pay) }
+
+// sampleStreams writes a sample of every stream being received (the
+// contract: cumulative bytes every 100 ms).
+func (e *endpoint) sampleStreams(now time.Time) {
+	for _, im := range e.incoming {
+		if im.stream {
+			e.w.Sample(transport.Sample{FlowID: im.id, Src: e.schedule[im.id].Src, Dst: e.env.Host, TNS: now.UnixNano(), Bytes: e.streamBytes(im)})
+		}
+	}
+}
+
+// endStreams records every stream received: what arrived by the time the
+// process stops, ending when the last of it was delivered.
+func (e *endpoint) endStreams() {
+	for _, im := range e.incoming {
+		if im.stream {
+			e.record(im, e.streamBytes(im), im.delivered)
+		}
+	}
+}
+
+// nextPull takes the next PULL from the queue, skipping those a finished
+// message or a message whose last packets are on their way no longer
+// needs, and returns the function that sends it.
+func (e *endpoint) nextPull() (func(), time.Duration, bool) {
+	for {
+		im := e.pulls.pop()
+		if im == nil {
+			return nil, 0, false
+		}
+		im.queued--
+		if im.finished || !im.needsPull() {
+			continue
+		}
+		im.inflight++
+		im.pullNo++
+		im.last = time.Now() // what this PULL elicits is due an RTT from now
+		e.stats.Pulls++
+		h := header{flags: flagPull, id: im.id, seq: im.pullNo, aux: im.cum}
+		if im.prio {
+			h.flags |= flagPrio
+		}
+		src := im.src
+		return func() { e.control(src, h) }, e.gap, true
+	}
+}
+
+// pullLoop is the receiver's pull pacer: one PULL per full-size packet
+// time on this host's link, so that the DATA they elicit arrives at the
+// link's rate (NDP §3.2).
+func (e *endpoint) pullLoop(ctx context.Context) {
+	e.pace(ctx, &e.pullPacer, e.nextPull)
+}
+
+// repeatStalledPulls repeats the last PULL of every message that has had
+// no packet for an RTO: that PULL may have been lost, and the counter
+// makes a repeat harmless if it was not. The receiver also forgets what
+// it thought was on its way, since it did not come, and pulls again.
+func (e *endpoint) repeatStalledPulls(now time.Time) {
+	for _, im := range e.incoming {
+		// A message whose PULLs wait in the queue is not stalled, only
+		// sharing the link: in a 3-to-1 incast of 21 messages, counting
+		// from the last arrival alone repeated 85 PULLs and reset the
+		// count of what was on its way.
+		if im.queued > 0 || now.Sub(im.last) < e.rto {
+			continue
+		}
+		im.last = now
+		im.inflight = 0
+		if im.pullNo > 0 {
+			e.stats.PullRetries++
+			e.control(im.src, header{flags: flagPull, id: im.id, seq: im.pullNo, aux: im.cum})
+		}
+		e.maybePull(im)
+	}
+}
+
+// pullQueue is a receiver's one pull queue (NDP §3.2), shared by all its
+// incoming messages: priority messages' PULLs first, in order (§5,
+// Fig. 10), the others round robin by sender, so that each sender gets
+// an equal share of the receiver's link (§3.2: "serviced fairly by
+// default"), in order of arrival within a sender.
+type pullQueue struct {
+	prio  []*inMsg
+	bySrc map[netip.Addr][]*inMsg
+	ring  []netip.Addr // senders with PULLs queued, in turn
+}
+
+func newPullQueue() pullQueue { return pullQueue{bySrc: map[netip.Addr][]*inMsg{}} }
+
+func (q *pullQueue) push(im *inMsg) {
+	if im.prio {
+		q.prio = append(q.prio, im)
+		return
+	}
+	s := q.bySrc[im.src]
+	if len(s) == 0 {
+		q.ring = append(q.ring, im.src)
+	}
+	q.bySrc[im.src] = append(s, im)
+}
+
+func (q *pullQueue) empty() bool { return len(q.prio) == 0 && len(q.ring) == 0 }
+
+func (q *pullQueue) pop() *inMsg {
+	if len(q.prio) > 0 {
+		im := q.prio[0]
+		q.prio = q.prio[1:]
+		return im
+	}
+	if len(q.ring) == 0 {
+		return nil
+	}
+	src := q.ring[0]
+	q.ring = q.ring[1:]
+	s := q.bySrc[src]
+	im := s[0]
+	if len(s) > 1 {
+		q.bySrc[src] = s[1:]
+		q.ring = append(q.ring, src)
+	} else {
+		delete(q.bySrc, src)
+	}
+	return im
+}
