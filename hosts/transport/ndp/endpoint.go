@@ -219,7 +219,7 @@ func (e *endpoint) timers(ctx context.Context) {
 	// timeouts, but no faster than every 5 ms: wake-ups cost CPU on a
 	// virtual machine, times every host. (An idle NDP process still uses
 	// about 6 % of a core, as it did ticking every 1.25 ms; with args
-	// rto: 100ms, a tick every 50 ms, 2 %: the cost per tick is not yet
+	// rto: 100ms and a tick every 25 ms, 2 %: the cost per tick is not yet
 	// understood.)
 	tick := time.NewTicker(max(e.rto/2, 5*time.Millisecond))
 	defer tick.Stop()
