@@ -17,6 +17,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/fabric-emu/fabric/hosts"
+	"github.com/fabric-emu/fabric/images"
 	"github.com/fabric-emu/fabric/internal/testenv"
 )
 
@@ -288,7 +289,12 @@ func TestBuildImageReplacesPrevious(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tag := buildTestImage(t, nil)
+	// A label of its own: the endpoint Dockerfile and the same binary
+	// make an image byte for byte equal to fabric-endpoint:latest when
+	// another test built that, and an image two tags share is untagged,
+	// not removed, when one of them moves.
+	unique := append(append([]byte{}, images.EndpointDockerfile...), []byte("\nLABEL fabric.test="+uniqueName()+"\n")...)
+	tag := buildTestImage(t, unique)
 	cli := dockerClient(t)
 	ctx := context.Background()
 	first, err := cli.ImageInspect(ctx, tag)

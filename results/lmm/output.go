@@ -51,13 +51,16 @@ func NewPacketWriter(w io.Writer) (*PacketWriter, error) {
 		free:  make(chan []row, 4),
 		done:  make(chan error, 1),
 	}
-	go pw.run()
+	// The goroutine gets the channel itself, not pw.work: Flush sets the
+	// field to nil, and a goroutine not yet running when a short
+	// measurement flushed read nil and waited forever (a CI hang).
+	go pw.run(pw.work)
 	return pw, nil
 }
 
-func (pw *PacketWriter) run() {
+func (pw *PacketWriter) run(work <-chan []row) {
 	var err error
-	for rows := range pw.work {
+	for rows := range work {
 		for i := range rows {
 			if err == nil {
 				err = pw.write(rows[i].in, rows[i].out, &rows[i].h)
