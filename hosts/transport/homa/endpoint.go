@@ -125,17 +125,7 @@ func (e *endpoint) control(addr netip.Addr, h header) {
 }
 
 // receive reads packets until the socket closes.
-func (e *endpoint) receive() {
-	buf := make([]byte, 65536)
-	for {
-		n, from, err := e.in.ReadFromUDPAddrPort(buf)
-		if err != nil {
-			return
-		}
-		e.pktsIn.Add(1)
-		e.handle(from.Addr().Unmap(), buf[:n])
-	}
-}
+func (e *endpoint) receive() { transport.ReadPackets(e.in, &e.pktsIn, e.handle) }
 
 // handle takes one packet from src.
 func (e *endpoint) handle(src netip.Addr, b []byte) {
