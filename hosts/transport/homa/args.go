@@ -20,7 +20,8 @@ type Args struct {
 	// once. Default true.
 	Pacer *bool `json:"pacer,omitempty"`
 	// ResendAfter is how long a receiver waits for a granted packet before
-	// it asks for the missing bytes (default 10 RTTs, at least 2 ms). A
+	// it asks for the missing bytes (default 10 RTTs of a full packet one
+	// way and a grant back, RTTBytes at the link rate, at least 2 ms). A
 	// granted packet at a low scheduled priority can wait behind higher
 	// ones for several RTTs without being lost: a shorter timeout
 	// retransmits what is only queued (at 4 RTTs, 1 % of W4's packets at
@@ -57,7 +58,13 @@ func withDefaults(env *transport.Env, a Args) (Args, error) {
 		a.RTTBytes = int64(payloadSize(env.MTU)) // at least one packet goes out unscheduled
 	}
 	if a.ResendAfter == 0 {
-		a.ResendAfter = transport.Duration(max(10*env.RTT, 2*time.Millisecond))
+		// RTTBytes' round trip, not the contract's small-packet RTT: on a
+		// multi-hop fabric with no added delay, full packets' store-and-
+		// forward makes the first many times the second, and 10 of the
+		// second retransmitted what was only queued until the lab collapsed
+		// under resends (homa/slowdown-fattree, 2026-11-25).
+		rtt := time.Duration(float64(a.RTTBytes) * 8 / float64(max(env.LinkRate, 1)) * 1e9)
+		a.ResendAfter = transport.Duration(max(10*rtt, 2*time.Millisecond))
 	}
 	if a.UnschedLevels < 0 || a.UnschedLevels >= Levels {
 		return a, fmt.Errorf("args.unsched_levels: want 1..%d (0 chooses), got %d", Levels-1, a.UnschedLevels)
