@@ -5,8 +5,10 @@
 // # Slowdown and the ideal FCT
 //
 // slowdown = FCT / ideal, with ideal = size·8 / bottleneck rate, plus the
-// store-and-forward of the last packet at every switch on the path, plus
-// half the unloaded RTT: FCTs are one-way (scheduled start to last byte
+// store-and-forward of the last packet at every further link on the path
+// that serialises a lone packet (one with a delay line: a rate-limited
+// port alone passes a packet into an idle queue at once), plus half the
+// unloaded RTT: FCTs are one-way (scheduled start to last byte
 // at the receiver), and the ideal is the best time such a message can
 // have, Homa's slowdown 1.0 (Montazeri's thesis, Fig. 6.1). Size is the
 // application bytes the flow asked for, so header overhead (54 of every
@@ -39,7 +41,8 @@ import (
 type Ideal struct {
 	BottleneckBPS float64       // the slowest link on the flow's path, bit/s
 	RTT           time.Duration // unloaded RTT measured in the same lab
-	// Links is how many links the path crosses (0 when unknown: the
+	// Links is how many links on the path hold a lone packet for its
+	// serialisation (those with a delay line; 0 when none or unknown: the
 	// store-and-forward term is left out).
 	Links int
 }

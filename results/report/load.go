@@ -39,8 +39,8 @@ type Meta struct {
 	// (see package flows for how the RTT is measured).
 	BottleneckBPS float64 `json:"bottleneck_bps"`
 	UnloadedRTTNS int64   `json:"unloaded_rtt_ns"`
-	// PathLinks is how many links the bottleneck's path crosses, for the
-	// ideal's store-and-forward (0 in trials from before it was recorded).
+	// PathLinks is how many links on the bottleneck's path serialise a
+	// lone packet (flows.Ideal.Links), for the ideal's store-and-forward.
 	PathLinks int `json:"path_links,omitempty"`
 	// QueryResponses is how many responses an incast query has (0: no
 	// incast), so that a query missing one is not counted as complete.
