@@ -57,10 +57,13 @@ func (c Claim) want() string {
 
 // rowValue picks a statistic of the row with this scheme, load and
 // workload (the sweep's short name, "w4"; "" when the run has one).
+// anyLoad makes rowValue match a scheme's row at whatever load it ran.
+const anyLoad = -1.0
+
 func rowValue(scheme, workload string, load float64, get func(report.Row) float64) func([]report.Row) float64 {
 	return func(rows []report.Row) float64 {
 		for _, r := range rows {
-			if r.Scheme == scheme && math.Abs(r.Load-load) < 1e-9 && r.Value("workload") == workload {
+			if r.Scheme == scheme && (load == anyLoad || math.Abs(r.Load-load) < 1e-9) && r.Value("workload") == workload {
 				return get(r)
 			}
 		}

@@ -49,7 +49,9 @@ func homaPriorityClaims() []Claim {
 }
 
 func homaPacerClaims() []Claim {
-	return []Claim{{Label: "w4, 80%: p99 slowdown (shortest 50%) without the pacer over with it",
+	// homa/pacer loads one sender at 80 % of its link, spread over 15
+	// receivers, so its rows carry each receiver's share of that load.
+	return []Claim{{Label: "w4, one sender at 80%: p99 slowdown (shortest 50%) without the pacer over with it",
 		Source: thesis + " Fig. 6.5, §6.4 (8-20x on workloads other than W7); target ≥ 3",
-		Of:     rowValue("homa-no-pacer", "", 0.8, shortP99), Over: rowValue("homa-pacer", "", 0.8, shortP99), AtLeast: 3}}
+		Of:     rowValue("homa-no-pacer", "", anyLoad, shortP99), Over: rowValue("homa-pacer", "", anyLoad, shortP99), AtLeast: 3}}
 }

@@ -87,7 +87,7 @@ func (e *endpoint) nextPacket(buf []byte) (netip.Addr, uint8, []byte, bool) {
 // never waits behind a long one there (thesis §6.4, Fig. 6.5); off, it
 // sends every packet it may at once.
 func (e *endpoint) pace(ctx context.Context) {
-	transport.PinClockThread()
+	transport.PinTimerThread()
 	buf := make([]byte, HeaderLen+e.mtuPay)
 	txTime := func(frameBytes int) time.Duration {
 		return time.Duration(float64(frameBytes) * 8e9 / float64(max(e.env.LinkRate, 1)))
