@@ -37,16 +37,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" && len(os.Args) > 1 && os.Args[1] == "run" {
 		os.Exit(runChild(os.Args[2:]))
 	}
-	bin, remove, err := testenv.BuildFabric()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Setenv(hosts.EnvFabricBinary, bin)
 	os.Setenv(childEnv, "1")
-	code := m.Run()
-	remove()
-	os.Exit(code)
+	testenv.RunWithFabric(m, hosts.EnvFabricBinary)
 }
 
 // runChild is `fabric run FILE --out OUT` with a lab prefix: Ctrl-C (SIGINT)

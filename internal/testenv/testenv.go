@@ -74,3 +74,19 @@ func BuildFabric() (path string, remove func(), err error) {
 	}
 	return path, func() { os.RemoveAll(dir) }, nil
 }
+
+// RunWithFabric is a TestMain for tests whose hosts run fabric's own
+// processes (transports, probes, agents): it builds the fabric command,
+// names it in binaryEnv (hosts.EnvFabricBinary) for the package's tests,
+// runs them, removes the build and exits with their code.
+func RunWithFabric(m *testing.M, binaryEnv string) {
+	bin, remove, err := BuildFabric()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv(binaryEnv, bin)
+	code := m.Run()
+	remove()
+	os.Exit(code)
+}

@@ -13,8 +13,8 @@ import (
 
 	"github.com/fabric-emu/fabric/experiments"
 	"github.com/fabric-emu/fabric/hosts"
-	"github.com/fabric-emu/fabric/hosts/transport"
 	"github.com/fabric-emu/fabric/hosts/transport/homa"
+	"github.com/fabric-emu/fabric/hosts/transport/transporttest"
 	"github.com/fabric-emu/fabric/hosts/workload"
 	"github.com/fabric-emu/fabric/internal/testenv"
 	"github.com/fabric-emu/fabric/results/pcapfile"
@@ -23,17 +23,7 @@ import (
 // The tests run Homa as fabric runs it: `fabric transport homa` on every
 // host of a real lab with 8-band ports, started by an experiment.
 
-func TestMain(m *testing.M) {
-	bin, remove, err := testenv.BuildFabric()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Setenv(hosts.EnvFabricBinary, bin)
-	code := m.Run()
-	remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.RunWithFabric(m, hosts.EnvFabricBinary) }
 
 // sizesCDF is every size class from 1 byte to 3 MB.
 const sizesCDF = "# discrete: true\n1 0.2\n700 0.4\n5000 0.6\n40000 0.8\n300000 0.95\n3000000 1\n"
@@ -70,26 +60,11 @@ measure: {lmm: {switch: s0, from: [eth1, eth2, eth3], to: eth0}}
 		t.Fatal(err)
 	}
 	trial := res.Trials[0].Dir
-	sched, set := readTrial(t, trial)
+	sched, set := transporttest.ReadTrial(t, trial)
 	if len(sched) < 30 {
 		t.Fatalf("only %d messages scheduled", len(sched))
 	}
-	seen := map[uint64]bool{}
-	for _, f := range set.Flows {
-		m, ok := sched[f.ID]
-		switch {
-		case !ok:
-			t.Fatalf("record of unscheduled message %d", f.ID)
-		case seen[f.ID]:
-			t.Fatalf("message %d recorded twice", f.ID)
-		case f.Bytes != m.Size || f.Src != m.Src || f.Dst != m.Dst:
-			t.Fatalf("record %+v for message %+v", f, m)
-		}
-		seen[f.ID] = true
-	}
-	if len(seen) != len(sched) {
-		t.Errorf("%d of %d messages delivered", len(seen), len(sched))
-	}
+	transporttest.DeliveredOnce(t, sched, set, nil)
 	cdf, err := workload.Load(cdfFile)
 	if err != nil {
 		t.Fatal(err)
@@ -149,18 +124,4 @@ func checkPriorities(t *testing.T, dir string, prio homa.Priorities, rttBytes in
 	if len(levels) < 4 {
 		t.Errorf("data used only priorities %v: want the 3 unscheduled levels and scheduled ones", levels)
 	}
-}
-
-// readTrial returns every message scheduled in a trial and every record.
-func readTrial(t *testing.T, dir string) (map[uint64]transport.Message, *transport.Set) {
-	t.Helper()
-	sched, err := transport.ReadScheduleDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := transport.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sched, set
 }

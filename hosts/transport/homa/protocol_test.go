@@ -6,12 +6,12 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/fabric-emu/fabric/hosts/transport"
+	"github.com/fabric-emu/fabric/hosts/transport/transporttest"
 )
 
 // network joins endpoints in memory: every packet may be lost, and each
@@ -52,48 +52,22 @@ func (n *network) transmit(from netip.Addr) func(netip.Addr, uint8, []byte) {
 // returns their records.
 func pair(t *testing.T, net *network, sched []transport.Message) ([2]*endpoint, func() *transport.Set) {
 	t.Helper()
-	dir := t.TempDir()
-	addrs := [2]netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")}
-	peers := []transport.Peer{{Name: "a", Addr: addrs[0]}, {Name: "b", Addr: addrs[1]}}
-	ctx, cancel := context.WithCancel(context.Background())
 	var eps [2]*endpoint
-	var writers [2]*transport.Writer
-	var wg sync.WaitGroup
-	for i, p := range peers {
-		env := &transport.Env{Host: p.Name, Addr: p.Addr, Peers: peers, MTU: 1500, LinkRate: 100e6,
-			RTT: 200 * time.Microsecond, StartNS: time.Now().UnixNano()}
-		args := Args{ResendAfter: transport.Duration(5 * time.Millisecond)}
-		args, err := withDefaults(env, args)
+	n := 0
+	stop := transporttest.Pair(t, 100e6, func(env *transport.Env, w *transport.Writer, goes func(func(context.Context))) {
+		args, err := withDefaults(env, Args{ResendAfter: transport.Duration(5 * time.Millisecond)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := transport.OpenRecords(filepath.Join(dir, transport.FileName(p.Name)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		writers[i] = w
 		prio := prioritiesOfSizes(sizesOf(sched), args.RTTBytes, payloadSize(env.MTU), 0)
 		e := newEndpoint(env, args, prio, w, sched, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-		e.tx = net.transmit(p.Addr)
-		net.endpoints[p.Addr] = e
-		eps[i] = e
-		wg.Go(func() { e.timers(ctx) })
-		wg.Go(func() { e.pace(ctx) })
-	}
-	stop := func() *transport.Set {
-		cancel()
-		wg.Wait()
-		for _, w := range writers {
-			if err := w.Close(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		set, err := transport.ReadDir(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return set
-	}
+		e.tx = net.transmit(env.Addr)
+		net.endpoints[env.Addr] = e
+		eps[n] = e
+		n++
+		goes(e.timers)
+		goes(e.pace)
+	})
 	return eps, stop
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/fabric-emu/fabric/experiments"
 	"github.com/fabric-emu/fabric/hosts"
 	"github.com/fabric-emu/fabric/hosts/transport"
+	"github.com/fabric-emu/fabric/hosts/transport/transporttest"
 	"github.com/fabric-emu/fabric/internal/testenv"
 )
 
@@ -18,17 +19,7 @@ import (
 // every host of a real lab, started by an experiment, with the schedule and
 // environment of the contract.
 
-func TestMain(m *testing.M) {
-	bin, remove, err := testenv.BuildFabric()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Setenv(hosts.EnvFabricBinary, bin)
-	code := m.Run()
-	remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.RunWithFabric(m, hosts.EnvFabricBinary) }
 
 // run runs an experiment file's only point once and returns its trial
 // directory.
@@ -48,20 +39,6 @@ func run(t *testing.T, yaml string) string {
 	return res.Trials[0].Dir
 }
 
-// readTrial returns every message scheduled in a trial and every record.
-func readTrial(t *testing.T, dir string) (map[uint64]transport.Message, *transport.Set) {
-	t.Helper()
-	sched, err := transport.ReadScheduleDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := transport.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sched, set
-}
-
 // Every message, from 1 byte to 10 MB, between every pair of hosts, is
 // delivered once, whole, and recorded with its scheduled start.
 func TestDeliversEveryMessageOnce(t *testing.T) {
@@ -75,34 +52,23 @@ schemes: {tcp: {cc: cubic, args: {conns: 2}}}
 traffic: {pattern: dynamic, workload: %s, load: 0.3, client: all, servers: all}
 duration: 4s
 `, cdf))
-	sched, set := readTrial(t, dir)
+	sched, set := transporttest.ReadTrial(t, dir)
 	if len(sched) < 20 {
 		t.Fatalf("only %d messages scheduled", len(sched))
 	}
-	seen := map[uint64]bool{}
-	for _, f := range set.Flows {
-		m, ok := sched[f.ID]
+	transporttest.DeliveredOnce(t, sched, set, func(f transport.Flow, _ transport.Message) string {
 		switch {
-		case !ok:
-			t.Fatalf("record of unscheduled message %d", f.ID)
-		case seen[f.ID]:
-			t.Fatalf("message %d recorded twice", f.ID)
-		case f.Bytes != m.Size || f.Size != m.Size || f.Src != m.Src || f.Dst != m.Dst:
-			t.Fatalf("record %+v for message %+v", f, m)
 		case f.StartNS >= f.EndNS:
-			t.Fatalf("message %d: end %d not after start %d", f.ID, f.EndNS, f.StartNS)
+			return fmt.Sprintf("end %d not after start %d", f.EndNS, f.StartNS)
 		case f.CC != "cubic":
-			t.Fatalf("message %d sent with %q, want cubic", f.ID, f.CC)
+			return fmt.Sprintf("sent with %q, want cubic", f.CC)
 		}
-		seen[f.ID] = true
-	}
-	if len(seen) != len(sched) {
-		t.Fatalf("%d of %d messages delivered", len(seen), len(sched))
-	}
+		return ""
+	})
 	if len(set.Senders) != 3 {
 		t.Fatalf("%d sender records, want one per host", len(set.Senders))
 	}
-	t.Logf("%d messages delivered once each; lateness: %+v", len(seen), set.Senders)
+	t.Logf("%d messages delivered once each; lateness: %+v", len(sched), set.Senders)
 }
 
 // Long-lived flows (streams) run until SIGTERM; their samples show two
@@ -114,7 +80,7 @@ schemes: {tcp: {cc: cubic}}
 traffic: {pattern: static, client: [h1, h2], servers: h0}
 duration: 4s
 `)
-	_, set := readTrial(t, dir)
+	_, set := transporttest.ReadTrial(t, dir)
 	first, last := map[uint64]transport.Sample{}, map[uint64]transport.Sample{}
 	for _, s := range set.Samples {
 		if f, ok := first[s.FlowID]; !ok || s.TNS < f.TNS {
