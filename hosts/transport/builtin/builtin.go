@@ -5,8 +5,13 @@ package builtin
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sort"
 
@@ -43,3 +48,31 @@ func Names() []string {
 
 // Has reports whether name is a built-in transport.
 func Has(name string) bool { return slices.Contains(Names(), name) }
+
+// EnvCPUProfile, set to a directory in the environment of `fabric run`
+// (which its transports inherit), makes every built-in transport write a
+// CPU profile of its whole run there as HOST.cpu.pprof, for `go tool
+// pprof`: where a transport's CPU per packet goes decides how much load
+// this machine can carry faithfully.
+const EnvCPUProfile = "FABRIC_TRANSPORT_CPUPROFILE"
+
+// Profiled is run, profiled when EnvCPUProfile is set.
+func Profiled(run Run) Run {
+	dir := os.Getenv(EnvCPUProfile)
+	if dir == "" {
+		return run
+	}
+	return func(ctx context.Context, env *transport.Env, stdout io.Writer, log *slog.Logger) error {
+		f, err := os.Create(filepath.Join(dir, env.Host+".cpu.pprof"))
+		if err != nil {
+			return fmt.Errorf("%s: %w", EnvCPUProfile, err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("%s: %w", EnvCPUProfile, err)
+		}
+		err = run(ctx, env, stdout, log)
+		pprof.StopCPUProfile()
+		return errors.Join(err, f.Close())
+	}
+}

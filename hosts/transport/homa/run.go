@@ -49,7 +49,7 @@ func Run(ctx context.Context, env *transport.Env, stdout io.Writer, log *slog.Lo
 		return err
 	}
 	out := transport.Outgoing(sched, env.Host)
-	log.Info("homa", "host", env.Host, "sends", len(out), "rtt_bytes", args.RTTBytes, "unsched_levels", prio.Unscheduled,
+	log.Info("homa", "sends", len(out), "rtt_bytes", args.RTTBytes, "unsched_levels", prio.Unscheduled,
 		"cutoffs", prio.Cutoffs, "pacer", *args.Pacer)
 	late := transport.Dispatch(ctx, env.Start(), env.Host, out, e.start)
 	<-ctx.Done()

@@ -18,6 +18,7 @@ type outMsg struct {
 	schedPrio uint8  // the priority of the latest grant
 	resend    []span // byte ranges the receiver asked for again
 	lastHeard time.Time
+	retries   int // first packets resent since the receiver last spoke
 }
 
 // span is a byte range [off, end).
@@ -148,7 +149,7 @@ func (e *endpoint) onControl(src netip.Addr, h header, now time.Time) {
 	if o == nil {
 		return // finished (DONE) or unknown
 	}
-	o.lastHeard = now
+	o.lastHeard, o.retries = now, 0
 	switch h.typ {
 	case typeGrant:
 		o.granted = max(o.granted, min(int64(h.offset), o.size))
@@ -176,15 +177,16 @@ func (e *endpoint) shorterPending(o *outMsg) bool {
 }
 
 // retrySilent re-sends the first packet of a message whose receiver has
-// said nothing for two resend timeouts although everything it may send
-// has gone: all of its packets may have been lost, and a receiver cannot
+// said nothing for two resend timeouts (backed off after each retry)
+// although everything it may send has gone: all of its packets may have been lost, and a receiver cannot
 // ask for a message it never saw (§7.1 relies on the RPC's response for
 // this; a one-way message has none).
 func (e *endpoint) retrySilent(now time.Time) {
 	for _, o := range e.outgoing {
-		if !o.pending() && now.Sub(o.lastHeard) > 2*time.Duration(e.args.ResendAfter) {
+		if !o.pending() && now.Sub(o.lastHeard) > backoff(2*time.Duration(e.args.ResendAfter), o.retries) {
 			o.resend = append(o.resend, span{0, min(int64(e.mtuPay), o.size)})
 			o.lastHeard = now
+			o.retries++
 			e.stats.FirstResends++
 			e.signal()
 		}
