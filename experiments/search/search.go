@@ -44,6 +44,9 @@ type Outcome struct {
 	Uncertain bool `json:"uncertain,omitempty"`
 	// Trials is how many trials the probe ran (the budget counts them).
 	Trials int `json:"trials"`
+	// Incomplete counts messages that never finished; a probe with any
+	// has missed (their slowdowns, unmeasured, are at least the trial's).
+	Incomplete int `json:"incomplete,omitempty"`
 }
 
 // Judge runs one probe's trials and says whether every SLO held.
