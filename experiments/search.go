@@ -239,6 +239,9 @@ func (s *searcher) judge(name string) search.Judge {
 		o.Trials = s.spec.Trials
 		for _, t := range trials {
 			o.Incomplete += t.Fidelity.IncompleteFlows
+			if !t.Fidelity.Faithful() {
+				o.Unfaithful++
+			}
 		}
 		o.Met = o.Met && o.Incomplete == 0
 		s.state.Probes[p.Name] = o
@@ -287,6 +290,9 @@ func verdictText(o search.Outcome) string {
 	}
 	if o.Incomplete > 0 {
 		v += fmt.Sprintf(", %d message(s) never finished", o.Incomplete)
+	}
+	if o.Unfaithful > 0 {
+		v += fmt.Sprintf(", %d trial(s) unfaithful", o.Unfaithful)
 	}
 	if o.Uncertain {
 		v += ", uncertain: a 95 % interval crosses a target or an objective had no messages"

@@ -47,6 +47,9 @@ type Outcome struct {
 	// Incomplete counts messages that never finished; a probe with any
 	// has missed (their slowdowns, unmeasured, are at least the trial's).
 	Incomplete int `json:"incomplete,omitempty"`
+	// Unfaithful counts trials the fidelity monitor flagged (a saturated
+	// CPU, a port short of its rate): their verdicts are suspect.
+	Unfaithful int `json:"unfaithful,omitempty"`
 }
 
 // Judge runs one probe's trials and says whether every SLO held.
