@@ -181,13 +181,8 @@ func (s *searcher) save() error {
 // scheme searches one scheme.
 func (s *searcher) scheme(ctx context.Context, name string) (SchemeSearch, error) {
 	q := s.spec.Search
-	floor := s.spec.OfferedLoad(Point{Load: s.spec.Traffic.Load}) * s.spec.labRateBPS()
-	lo := max(float64(q.Rate.Min), floor)
-	cfg := search.Config{Lo: lo, Hi: float64(q.Rate.Max), Tolerance: q.tolerance(), Candidates: s.spec.weightCandidates(name)}
-	cfg.MaxTrials = q.MaxTrials
-	if cfg.MaxTrials == 0 {
-		cfg.MaxTrials = s.spec.Trials * (search.Steps(lo, cfg.Hi, cfg.Tolerance) + 1) * max(len(cfg.Candidates), 1)
-	}
+	cfg := s.spec.searchConfig(name)
+	floor := s.spec.searchFloorBPS()
 	res, err := search.Least(ctx, cfg, s.judge(name), func(st search.Step) {
 		w := ""
 		if len(st.Probe.Weights) > 0 {
@@ -196,8 +191,26 @@ func (s *searcher) scheme(ctx context.Context, name string) (SchemeSearch, error
 		fmt.Fprintf(s.opts.Progress, "search %s: bracket %s–%s, probing %s%s (elapsed %s)\n", name, mbit(st.Lo), mbit(st.Hi),
 			mbit(st.Probe.RateBPS), w, time.Since(s.start).Round(time.Second))
 	})
-	saved := search.Steps(float64(q.Rate.Min), cfg.Hi, cfg.Tolerance) - search.Steps(lo, cfg.Hi, cfg.Tolerance)
+	saved := search.Steps(float64(q.Rate.Min), cfg.Hi, cfg.Tolerance) - search.Steps(cfg.Lo, cfg.Hi, cfg.Tolerance)
 	return SchemeSearch{Scheme: name, Result: res, FloorBPS: floor, ProbesSaved: saved}, err
+}
+
+// searchFloorBPS is the rate the classes offer at the lab's own rate.
+func (s *Spec) searchFloorBPS() float64 {
+	return s.OfferedLoad(Point{Load: s.Traffic.Load}) * s.labRateBPS()
+}
+
+// searchConfig is scheme name's bracket, resolution, candidates and
+// budget. Unset, the budget is what the bisection needs for every weight
+// candidate, plus one probe each for the bracket's top.
+func (s *Spec) searchConfig(name string) search.Config {
+	q := s.Search
+	cfg := search.Config{Lo: max(float64(q.Rate.Min), s.searchFloorBPS()), Hi: float64(q.Rate.Max),
+		Tolerance: q.tolerance(), Candidates: s.weightCandidates(name), MaxTrials: q.MaxTrials}
+	if cfg.MaxTrials == 0 {
+		cfg.MaxTrials = s.Trials * (search.Steps(cfg.Lo, cfg.Hi, cfg.Tolerance) + 1) * max(len(cfg.Candidates), 1)
+	}
+	return cfg
 }
 
 // weightCandidates are the weight vectors scheme name is searched over:
