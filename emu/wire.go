@@ -6,6 +6,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/fabric-emu/fabric/internal/units"
 	"github.com/fabric-emu/fabric/internal/yamlfile"
 )
 
@@ -217,6 +218,21 @@ func (s Spec) WithDelay(d time.Duration) *Spec {
 	links := make([]CustomLink, len(s.Topology.Links))
 	for i, cl := range s.Topology.Links {
 		cl.Delay = nil
+		links[i] = cl
+	}
+	s.Topology.Links = links
+	s.resolved = nil
+	return &s
+}
+
+// WithRate returns the spec with every link at rate r, whatever its file
+// said: a capacity search's probe (experiments/search). Delays, MTUs and
+// ports' byte settings are kept, so only the capacity changes.
+func (s Spec) WithRate(r units.Rate) *Spec {
+	s.Links.Rate, s.Links.Host.Rate, s.Links.Fabric.Rate = &r, nil, nil
+	links := make([]CustomLink, len(s.Topology.Links))
+	for i, cl := range s.Topology.Links {
+		cl.Rate = nil
 		links[i] = cl
 	}
 	s.Topology.Links = links

@@ -51,11 +51,41 @@ type ClassSpec struct {
 const maxClasses = math.MaxUint8 + 1
 
 // classLoad is the fraction of the receiver's link class c offers at p.
+// At a capacity search's probe (p.Rate set) the class keeps the bits per
+// second it offers at the lab's own rate, so its fraction of the probed
+// link scales by the lab's rate over the probe's.
 func (s *Spec) classLoad(c ClassSpec, p Point) float64 {
-	if c.Load > 0 {
-		return c.Load
+	load := c.Load
+	if load == 0 {
+		load = c.Share * p.Load
 	}
-	return c.Share * p.Load
+	if p.Rate > 0 {
+		load *= s.labRateBPS() / float64(p.Rate)
+	}
+	return load
+}
+
+// labRateBPS is the rate of the first client's link as the lab file gives
+// it: what class loads are fractions of.
+func (s *Spec) labRateBPS() float64 {
+	if c := s.clients(); len(c) > 0 {
+		if n := s.graph.Node(c[0]); n != nil && len(n.Ifaces) > 0 {
+			return float64(n.Ifaces[0].Link.Rate)
+		}
+	}
+	return 0
+}
+
+// schemeAt is point p's scheme: the file's, with a search probe's weights
+// in place of its ports' queues.weights.
+func (s *Spec) schemeAt(p Point) Scheme {
+	sc := s.Schemes[p.Scheme]
+	if len(p.Weights) > 0 && sc.Ports.Queues != nil {
+		q := *sc.Ports.Queues
+		q.Weights = p.Weights
+		sc.Ports.Queues = &q
+	}
+	return sc
 }
 
 // OfferedLoad is the fraction of the receiver's link the dynamic traffic
@@ -186,28 +216,38 @@ func (s *Spec) validateClassWeights() error {
 	}
 	for _, name := range s.SchemeOrder {
 		sc := s.Schemes[name]
-		merged := s.labFor(sc, Point{}, s.LabSpec.Name)
-		for _, sw := range s.graph.Switches() {
-			for _, i := range sw.Ifaces {
-				port, err := merged.Port(i)
-				if err != nil || len(port.Weights) == 0 {
-					continue // Port errors were reported by validateScheme
-				}
-				if err := s.checkWeights(name, sc, port, i); err != nil {
-					return err
-				}
+		path := "schemes." + name + ".ports"
+		if q := sc.Ports.Queues; q != nil && len(q.Weights) > 0 {
+			path += ".queues.weights"
+		}
+		if err := s.checkSchemeWeights(sc, path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkSchemeWeights checks every weighted switch port of scheme sc
+// against the classes; path is where the weights were written.
+func (s *Spec) checkSchemeWeights(sc Scheme, path string) error {
+	merged := s.labFor(sc, Point{}, s.LabSpec.Name)
+	for _, sw := range s.graph.Switches() {
+		for _, i := range sw.Ifaces {
+			port, err := merged.Port(i)
+			if err != nil || len(port.Weights) == 0 {
+				continue // Port errors were reported by validateScheme
+			}
+			if err := s.checkWeights(path, port, i); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
 }
 
-// checkWeights checks one weighted port of scheme name.
-func (s *Spec) checkWeights(name string, sc Scheme, port tc.Port, i *emu.Iface) error {
-	path := "schemes." + name + ".ports"
-	if q := sc.Ports.Queues; q != nil && len(q.Weights) > 0 {
-		path += ".queues.weights"
-	}
+// checkWeights checks one weighted port against the classes; path is
+// where its weights were written.
+func (s *Spec) checkWeights(path string, port tc.Port, i *emu.Iface) error {
 	used := map[int][]string{}
 	var desc []string
 	for _, c := range s.ClassOrder {

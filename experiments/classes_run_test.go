@@ -1,8 +1,13 @@
 package experiments
 
 import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fabric-emu/fabric/internal/testenv"
 )
@@ -41,4 +46,48 @@ func TestQuickSWPFig1(t *testing.T) {
 	} else {
 		t.Errorf("the report has no traffic-class section:\n%s", res.Report.Markdown)
 	}
+}
+
+// swp/capacity's quick variant runs its search end to end: every scheme's
+// probes run and are judged, search.json records them, and the report ends
+// with the capacity table. The quick bracket is too coarse for an answer
+// worth checking (TestSearchFindsAKnownCapacity checks one).
+func TestQuickSWPCapacity(t *testing.T) {
+	testenv.RequireRoot(t)
+	spec, err := Builtin("swp/capacity")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec = spec.WithQuick()
+	prefix := testPrefix("c")
+	t.Cleanup(func() {
+		if left := labLeftovers(t, prefix); len(left) > 0 {
+			t.Errorf("lab resources left behind: %v", left)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	t0 := time.Now()
+	res, err := Search(ctx, spec, Options{Out: t.TempDir(), LabPrefix: prefix, Seed: 1, Progress: &progress})
+	t.Logf("swp/capacity quick: %v\n%s", time.Since(t0).Round(time.Second), progress.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Schemes) != 2 {
+		t.Fatalf("%d schemes searched, want the quick variant's 2", len(res.Schemes))
+	}
+	for _, s := range res.Schemes {
+		if len(s.Steps) < 2 || s.Trials != len(s.Steps)*spec.Trials {
+			t.Errorf("%s: %d probes, %d trials; want at least 2 probes of %d trial(s)", s.Scheme, len(s.Steps), s.Trials, spec.Trials)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(res.Dir, searchFileName)); err != nil {
+		t.Error(err)
+	}
+	_, section, ok := strings.Cut(res.Report.Markdown, "## Capacity search")
+	if !ok {
+		t.Fatalf("the report has no capacity section:\n%s", res.Report.Markdown)
+	}
+	t.Logf("## Capacity search%s", section)
 }

@@ -1,6 +1,7 @@
 package experiments
 
 import (
+	"cmp"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -145,33 +146,52 @@ func TestClassesMixIntoOneSchedule(t *testing.T) {
 	}
 }
 
-// Bad classes are rejected with file:line: field: message.
+// searchExperiment is classExperiment searched for its least capacity:
+// the background's share needs a fixed traffic.load, and the sweep may
+// only name schemes.
+var searchExperiment = strings.NewReplacer(
+	"  servers: rest\n", "  servers: rest\n  load: 0.5\n",
+	"sweep: {scheme: all, load: [0.2, 0.5]}\n",
+	"sweep: {scheme: all}\nsearch: {rate: {min: 2Mbit, max: 20Mbit}, weights: [[1, 4], [1, 1]]}\n",
+).Replace(classExperiment)
+
+// Bad classes and searches are rejected with file:line: field: message.
 func TestBadClassesNameFileAndLine(t *testing.T) {
 	cases := []struct {
 		name, from, to string
 		line           int
 		want           string
+		base           string // classExperiment when empty
 	}{
-		{"SLO on an unknown size range", "below: 1bdp}", "range: tiny}", 20, `traffic.classes.fg.slo.range: unknown size range "tiny"`},
-		{"SLO bound that is no size", "below: 1bdp}", "below: 2 parsecs}", 20, "traffic.classes.fg.slo.below: size"},
-		{"SLO without a bound", "{p99_slowdown: 2.5, below: 1bdp}", "{below: 1bdp}", 20, "traffic.classes.fg.slo.p99_slowdown: an objective needs"},
-		{"SLO unknown key", "below: 1bdp}", "below: 1bdp, p98: 3}", 20, `unknown key "p98"`},
-		{"shares over 1", "load: 0.1\n", "share: 0.3\n", 14, "traffic.classes: the classes' shares sum to 1.3"},
-		{"classes offer the whole link", "load: 0.1\n", "load: 0.6\n", 14, "traffic.classes: at load 0.5 the classes offer 1.1"},
-		{"share and load", "share: 1\n", "share: 1\n      load: 0.1\n", 23, "traffic.classes.bg.share: give a share"},
-		{"more weights than classes", "weights: [1, 4]", "weights: [1, 4, 2]", 9, "schemes.w.ports.queues.weights: 3 weights for 2 traffic classes"},
-		{"weight for a class that does not exist", "dscp: CS7", "dscp: CS1", 9, "schemes.w.ports.queues.weights[0]: weight for band 0, which no traffic class uses"},
-		{"unknown workload", "workload: homa_w3_heavy_middle\n      share", "workload: homa_w9\n      share", 22, "traffic.classes.bg.workload"},
-		{"workload beside classes", "servers: rest\n", "servers: rest\n  workload: hull_1k_10m\n", 14, "traffic.workload: with classes"},
-		{"bad DSCP", "dscp: AF11", "dscp: AF99", 25, "traffic.classes.bg.dscp"},
-		{"negative sigma", "share: 1\n      arrival: {lognormal_sigma: 2}", "share: 1\n      arrival: {lognormal_sigma: -1}", 24, "traffic.classes.bg.arrival.lognormal_sigma"},
+		{"SLO on an unknown size range", "below: 1bdp}", "range: tiny}", 20, `traffic.classes.fg.slo.range: unknown size range "tiny"`, ""},
+		{"SLO bound that is no size", "below: 1bdp}", "below: 2 parsecs}", 20, "traffic.classes.fg.slo.below: size", ""},
+		{"SLO without a bound", "{p99_slowdown: 2.5, below: 1bdp}", "{below: 1bdp}", 20, "traffic.classes.fg.slo.p99_slowdown: an objective needs", ""},
+		{"SLO unknown key", "below: 1bdp}", "below: 1bdp, p98: 3}", 20, `unknown key "p98"`, ""},
+		{"shares over 1", "load: 0.1\n", "share: 0.3\n", 14, "traffic.classes: the classes' shares sum to 1.3", ""},
+		{"classes offer the whole link", "load: 0.1\n", "load: 0.6\n", 14, "traffic.classes: at load 0.5 the classes offer 1.1", ""},
+		{"share and load", "share: 1\n", "share: 1\n      load: 0.1\n", 23, "traffic.classes.bg.share: give a share", ""},
+		{"more weights than classes", "weights: [1, 4]", "weights: [1, 4, 2]", 9, "schemes.w.ports.queues.weights: 3 weights for 2 traffic classes", ""},
+		{"weight for a class that does not exist", "dscp: CS7", "dscp: CS1", 9, "schemes.w.ports.queues.weights[0]: weight for band 0, which no traffic class uses", ""},
+		{"unknown workload", "workload: homa_w3_heavy_middle\n      share", "workload: homa_w9\n      share", 22, "traffic.classes.bg.workload", ""},
+		{"workload beside classes", "servers: rest\n", "servers: rest\n  workload: hull_1k_10m\n", 14, "traffic.workload: with classes", ""},
+		{"bad DSCP", "dscp: AF11", "dscp: AF99", 25, "traffic.classes.bg.dscp", ""},
+		{"negative sigma", "share: 1\n      arrival: {lognormal_sigma: 2}", "share: 1\n      arrival: {lognormal_sigma: -1}", 24, "traffic.classes.bg.arrival.lognormal_sigma", ""},
+		{"search bracket upside down", "max: 20Mbit", "max: 1Mbit", 28, "search.rate.max: want a rate above rate.min", searchExperiment},
+		{"search bracket below the offered rate", "max: 20Mbit", "max: 5Mbit", 28, "search.rate.max: the classes offer 6 Mbit/s", searchExperiment},
+		{"search weights for a missing class", "[1, 1]]", "[1, 1, 2]]", 28, "search.weights[1]: 3 weights for 2 traffic classes", searchExperiment},
+		{"search weight of zero", "[1, 1]]", "[1, 0]]", 28, "search.weights[1][1]: a weight is a positive integer", searchExperiment},
+		{"search with a load sweep", "sweep: {scheme: all}", "sweep: {scheme: all, load: [0.2]}", 28, "search: a search varies the link rate", searchExperiment},
+		{"search tolerance", "max: 20Mbit}", "max: 20Mbit}, tolerance: 1.5", 28, "search.tolerance: want a relative resolution", searchExperiment},
+		{"search budget below one probe", "max: 20Mbit}", "max: 20Mbit}, max_trials: -1", 28, "search.max_trials", searchExperiment},
+		{"search without SLOs", "      slo: {p99_slowdown: 2.5, below: 1bdp}\n", "", 27, "search: a search looks for the least rate", searchExperiment},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if !strings.Contains(classExperiment, c.from) {
+			base := cmp.Or(c.base, classExperiment)
+			if !strings.Contains(base, c.from) {
 				t.Fatalf("test bug: %q not in the good file", c.from)
 			}
-			text := strings.Replace(classExperiment, c.from, c.to, 1)
+			text := strings.Replace(base, c.from, c.to, 1)
 			_, err := Parse("bad.yaml", []byte(text), "")
 			var ye *yamlfile.Error
 			if !errors.As(err, &ye) {

@@ -148,6 +148,9 @@ func (s *Spec) labFor(sc Scheme, p Point, name string) *emu.Spec {
 	if len(s.Sweep.Delay) > 0 {
 		base = base.WithDelay(p.Delay)
 	}
+	if p.Rate > 0 {
+		base = base.WithRate(p.Rate)
+	}
 	l := *base
 	l.Name = name
 	l.Ports = s.LabSpec.Ports.Merge(sc.Ports)
@@ -188,6 +191,9 @@ func (s *Spec) WithQuick() *Spec {
 		}
 		if q.Sweep != nil {
 			c.Sweep = *q.Sweep
+		}
+		if q.Search != nil {
+			c.Search = q.Search
 		}
 	}
 	return &c

@@ -44,6 +44,23 @@ type Options struct {
 	Log       *slog.Logger
 }
 
+// withDefaults fills in what the zero Options leave unset.
+func (opts Options) withDefaults() Options {
+	if opts.Out == "" {
+		opts.Out = "runs"
+	}
+	if opts.LabPrefix == "" {
+		opts.LabPrefix = "run"
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.Progress == nil {
+		opts.Progress = io.Discard
+	}
+	return opts
+}
+
 // Result is a finished (or interrupted) run.
 type Result struct {
 	Dir        string
@@ -162,18 +179,7 @@ var labSeq atomic.Int64
 // incomplete and returns an error wrapping ErrInterrupted; Options.Resume
 // completes the run later.
 func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
-	if opts.Out == "" {
-		opts.Out = "runs"
-	}
-	if opts.LabPrefix == "" {
-		opts.LabPrefix = "run"
-	}
-	if opts.Log == nil {
-		opts.Log = slog.Default()
-	}
-	if opts.Progress == nil {
-		opts.Progress = io.Discard
-	}
+	opts = opts.withDefaults()
 	if err := emu.RequireRoot(); err != nil {
 		return nil, err
 	}
@@ -191,14 +197,10 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	for pi, p := range res.Points {
 		for n := 1; n <= spec.Trials; n++ {
 			done++
-			dir := filepath.Join(res.Dir, p.Name, fmt.Sprintf("trial-%d", n))
-			if _, err := os.Stat(filepath.Join(dir, completeMarker)); err == nil {
+			if r.complete(p, n) {
 				res.Skipped++
 				fmt.Fprintf(opts.Progress, "[%d/%d] %s trial %d: complete, skipped\n", done, total, p.Name, n)
 				continue
-			}
-			if err := os.RemoveAll(dir); err != nil {
-				return res, err
 			}
 			eta := "?"
 			if ran > 0 {
@@ -209,23 +211,48 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 			fmt.Fprintf(opts.Progress, "[%d/%d] point %d/%d %s, trial %d/%d  elapsed %s  ETA %s\n", done, total,
 				pi+1, len(res.Points), p.Name, n, spec.Trials, time.Since(start).Round(time.Second), eta)
 			t0 := time.Now()
-			fid, err := r.trial(ctx, p, n, dir)
-			if err != nil {
-				markIncomplete(dir, err)
-				if ctx.Err() != nil {
-					return res, fmt.Errorf("%w at point %s trial %d (resume with --resume %s): %v", ErrInterrupted, p.Name, n, res.Dir, ctx.Err())
-				}
-				return res, fmt.Errorf("point %s trial %d: %w", p.Name, n, err)
+			if err := r.runTrial(ctx, p, n); err != nil {
+				return res, err
 			}
 			ran++
 			ranFor += time.Since(t0)
-			if fid.Unfaithful {
-				fmt.Fprintf(opts.Progress, "        UNFAITHFUL: %s\n", fid.Advice)
-			}
 		}
 	}
 	res.Elapsed = time.Since(start)
 	return res, Finish(res)
+}
+
+// trialDir is where trial n of p is written.
+func (r *runner) trialDir(p Point, n int) string {
+	return filepath.Join(r.dir, p.Name, fmt.Sprintf("trial-%d", n))
+}
+
+// complete reports whether trial n of p finished in an earlier run of
+// this directory (--resume keeps it).
+func (r *runner) complete(p Point, n int) bool {
+	_, err := os.Stat(filepath.Join(r.trialDir(p, n), completeMarker))
+	return err == nil
+}
+
+// runTrial runs trial n of p afresh, marking it incomplete if it fails;
+// an interruption's error wraps ErrInterrupted and says how to resume.
+func (r *runner) runTrial(ctx context.Context, p Point, n int) error {
+	dir := r.trialDir(p, n)
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	fid, err := r.trial(ctx, p, n, dir)
+	if err != nil {
+		markIncomplete(dir, err)
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w at point %s trial %d (resume with --resume %s): %v", ErrInterrupted, p.Name, n, r.dir, ctx.Err())
+		}
+		return fmt.Errorf("point %s trial %d: %w", p.Name, n, err)
+	}
+	if fid.Unfaithful {
+		fmt.Fprintf(r.opts.Progress, "        UNFAITHFUL: %s\n", fid.Advice)
+	}
+	return nil
 }
 
 // Finish loads every trial of res.Dir and writes summary.csv, report.md and

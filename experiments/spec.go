@@ -52,6 +52,10 @@ type Spec struct {
 	// Scale states the scaling rule's factor (docs/design.md): the paper's
 	// link rate, which the lab runs at a fraction of.
 	Scale *Scale `yaml:"scale,omitempty" json:"scale,omitempty"`
+	// Search, when set, makes `fabric run` search each scheme's least
+	// link rate that meets every class's SLO instead of running the
+	// sweep (SearchSpec).
+	Search *SearchSpec `yaml:"search,omitempty" json:"search,omitempty"`
 	// Quick is the short variant used by `fabric run --quick` and CI.
 	Quick *Variant `yaml:"quick,omitempty" json:"quick,omitempty"`
 
@@ -86,6 +90,7 @@ type Variant struct {
 	Duration time.Duration `yaml:"duration,omitempty" json:"duration,omitempty"`
 	Trials   int           `yaml:"trials,omitempty" json:"trials,omitempty"`
 	Sweep    *Sweep        `yaml:"sweep,omitempty" json:"sweep,omitempty"`
+	Search   *SearchSpec   `yaml:"search,omitempty" json:"search,omitempty"`
 }
 
 // Scheme is a named bundle of a transport and switch-port and host

@@ -26,6 +26,10 @@ type Point struct {
 	Delay time.Duration `json:"delay,omitempty"`
 	// Workload is the flow-size distribution when the sweep varies it.
 	Workload string `json:"workload,omitempty"`
+	// Rate is every link's rate and Weights the weighted ports' weights
+	// at a capacity search's probe (SearchSpec); unset otherwise.
+	Rate    units.Rate `json:"rate,omitempty"`
+	Weights []int      `json:"weights,omitempty"`
 	// Traffic names the point's traffic without the scheme: every scheme
 	// at the same traffic values and trial number gets the same seed, so
 	// schemes are compared on the same flow sizes and arrival times
@@ -37,10 +41,7 @@ type Point struct {
 // that nesting order (schemes vary fastest within a load, as the paper's
 // tables are laid out: one row per load, one column per scheme).
 func (s *Spec) Points() []Point {
-	schemes := []string(s.Sweep.Scheme)
-	if len(schemes) == 0 || len(schemes) == 1 && schemes[0] == "all" {
-		schemes = s.SchemeOrder
-	}
+	schemes := s.sweptSchemes()
 	t := s.Traffic
 	loads := orOne(s.Sweep.Load, t.Load)
 	senders := orOne(s.Sweep.Senders, t.Senders)
@@ -55,6 +56,16 @@ func (s *Spec) Points() []Point {
 		out[i].Index = i
 	}
 	return out
+}
+
+// sweptSchemes are the schemes sweep.scheme names, in order ("all": the
+// file's order).
+func (s *Spec) sweptSchemes() []string {
+	schemes := []string(s.Sweep.Scheme)
+	if len(schemes) == 0 || len(schemes) == 1 && schemes[0] == "all" {
+		schemes = s.SchemeOrder
+	}
+	return schemes
 }
 
 // pointsOf expands the sweep's other keys for one workload.
@@ -137,6 +148,12 @@ func (p Point) Label(s *Spec) string {
 	if len(w.Workload) > 0 {
 		out += " " + workloadSlug(p.Workload)
 	}
+	if p.Rate > 0 {
+		out += " rate=" + p.Rate.String()
+	}
+	if len(p.Weights) > 0 {
+		out += " weights=" + weightsText(p.Weights, ":")
+	}
 	return out
 }
 
@@ -156,6 +173,8 @@ func (p Point) SweepValues(s *Spec) []report.SweepValue {
 	add(len(w.Senders) > 0, "senders", strconv.Itoa(p.Senders))
 	add(len(w.Flows) > 0, "flows", strconv.Itoa(p.Flows))
 	add(len(w.Size) > 0, "size", p.Size.String())
+	add(p.Rate > 0, "rate", p.Rate.String())
+	add(len(p.Weights) > 0, "weights", weightsText(p.Weights, ":"))
 	return out
 }
 
@@ -190,4 +209,13 @@ func TrialSeed(base uint64, traffic string, trial int) uint64 {
 		seed = 1
 	}
 	return seed
+}
+
+// weightsText is a weight vector joined by sep: "1:4", or "1-4" in names.
+func weightsText(w []int, sep string) string {
+	parts := make([]string, len(w))
+	for i, v := range w {
+		parts[i] = strconv.Itoa(v)
+	}
+	return strings.Join(parts, sep)
 }

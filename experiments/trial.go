@@ -86,7 +86,7 @@ type trial struct {
 // pacers, captures, processes, the DCTCP registration) is removed before it
 // returns, whether it succeeds, fails or ctx ends.
 func (r *runner) trial(ctx context.Context, p Point, n int, dir string) (fid *FidelityRecord, err error) {
-	t := &trial{runner: r, point: p, n: n, dir: dir, scheme: r.spec.Schemes[p.Scheme],
+	t := &trial{runner: r, point: p, n: n, dir: dir, scheme: r.spec.schemeAt(p),
 		seed: TrialSeed(r.run.Seed, p.Traffic, n), started: time.Now().UTC()}
 	defer func() { err = errors.Join(err, t.undo()) }()
 	if err := t.setUp(ctx); err != nil {

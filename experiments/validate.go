@@ -52,6 +52,9 @@ func (s *Spec) validate() error {
 	if err := s.validateClassWeights(); err != nil {
 		return err
 	}
+	if err := s.validateSearches(); err != nil {
+		return err
+	}
 	if s.Duration <= 0 {
 		return f("duration", "want a positive duration such as 30s, got %v", s.Duration)
 	}

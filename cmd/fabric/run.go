@@ -32,11 +32,17 @@ output, fidelity), with summary.csv and report.md at the top.
 With no argument, runs the quick variant of the built-in ` + experiments.DefaultScenario + `.
 Built-in scenarios: ` + strings.Join(experiments.Builtins(), ", ") + `.
 
+An experiment with a search section finds, per scheme, the least link rate
+at which every traffic class meets its SLO (bisection over trials; the
+answers are appended to report.md and kept in search.json).
+
 Ctrl-C stops cleanly: the current trial is marked incomplete and its lab is
-removed; --resume DIR completes the run later with the same seed.`,
+removed; --resume DIR completes the run later with the same seed (a search
+replays the probes search.json holds).`,
 		Example: `  fabric run                              # hull/table1, quick
   fabric run hull/dynamic --quick
   fabric run my-experiment.yaml --seed 42
+  fabric run swp/capacity --quick          # a capacity search
   fabric run --resume runs/hull-dynamic/20261123T093000Z`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -49,10 +55,19 @@ removed; --resume DIR completes the run later with the same seed.`,
 				return err // a file:line error or a mismatched --resume: exit 2
 			}
 			errOut := cmd.ErrOrStderr()
-			res, err := experiments.Run(cmd.Context(), spec, experiments.Options{
+			opts := experiments.Options{
 				Out: flags.out, Resume: flags.resume, Seed: flags.seed,
 				Progress: errOut, KeepPcaps: flags.keepPcaps,
-			})
+			}
+			var res *experiments.Result
+			if spec.Search != nil { // search: the least rate per scheme instead of the sweep
+				var sr *experiments.SearchResult
+				if sr, err = experiments.Search(cmd.Context(), spec, opts); sr != nil {
+					res = sr.Result
+				}
+			} else {
+				res, err = experiments.Run(cmd.Context(), spec, opts)
+			}
 			if res != nil && res.Dir != "" {
 				fmt.Fprintf(errOut, "run directory: %s\n", res.Dir)
 			}

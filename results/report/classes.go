@@ -107,6 +107,10 @@ func (c SLOCell) Verdict() string {
 	return v
 }
 
+// ClassVerdicts are the trials' classes with their SLOs judged as the
+// report's SLO table judges them: what a capacity search asks of a probe.
+func ClassVerdicts(trials []*TrialSummary) []ClassCell { return classesOf(trials) }
+
 // classesOf aggregates the trials' classes, in the first trial's order.
 func classesOf(trials []*TrialSummary) []ClassCell {
 	var out []ClassCell

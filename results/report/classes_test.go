@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -132,5 +133,48 @@ func TestClassReport(t *testing.T) {
 	}
 	if !strings.Contains(one.Markdown, "| 80% | fifo | 1 | fg | p99 ≤ 2.5 (<1bdp) | 3.00 | 3.00 | missed by 1.20× |") {
 		t.Errorf("one trial's SLO line wrong:\n%s", one.Markdown)
+	}
+}
+
+// summary.csv carries each class's SLO objectives per trial, after the
+// fixed columns: messages, median and p99 slowdown, and the trial's own
+// verdict.
+func TestSummaryCSVHasClassColumns(t *testing.T) {
+	root := t.TempDir()
+	classTrial(t, root, "fifo", 80, 1, map[string]float64{"fg": 3.0, "bg": 2})
+	classTrial(t, root, "prio", 80, 1, map[string]float64{"fg": 1.2, "bg": 6})
+	trials, err := LoadRuns(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	if _, err := Write(out, trials...); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(out, "summary.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := rows[0]
+	if want := []string{"fg_slo1_n", "fg_slo1_p50", "fg_slo1_p99", "fg_slo1_met", "bg_slo1_n", "bg_slo1_p50", "bg_slo1_p99", "bg_slo1_met"}; !slices.Equal(head[len(summaryColumns):], want) {
+		t.Fatalf("class columns %v, want %v", head[len(summaryColumns):], want)
+	}
+	got := map[string][]string{}
+	for _, r := range rows[1:] {
+		got[strings.TrimSpace(r[0])] = r[len(summaryColumns):]
+	}
+	// fg below one BDP: its 90 small messages; bg: all 100, p99 10.
+	for scheme, want := range map[string][]string{
+		"fifo": {"90", "3", "3", "false", "100", "2", "10", "false"},
+		"prio": {"90", "1.2", "1.2", "true", "100", "6", "10", "false"},
+	} {
+		if !slices.Equal(got[scheme], want) {
+			t.Errorf("%s: class cells %v, want %v", scheme, got[scheme], want)
+		}
 	}
 }

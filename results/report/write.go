@@ -4,8 +4,10 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"github.com/fabric-emu/fabric/results/stats"
@@ -65,7 +67,8 @@ func writeSummaryCSV(path string, trials []*TrialSummary) error {
 		return fmt.Errorf("report: %w", err)
 	}
 	w := csv.NewWriter(f)
-	w.Write(summaryColumns)
+	classHeader, classCells := classColumns(trials)
+	w.Write(append(slices.Clone(summaryColumns), classHeader...))
 	g := func(s *stats.Summary, pick func(stats.Summary) float64) string {
 		if v, ok := field(s, pick); ok {
 			return strconv.FormatFloat(v, 'g', 8, 64)
@@ -86,7 +89,7 @@ func writeSummaryCSV(path string, trials []*TrialSummary) error {
 			util = strconv.FormatFloat(t.Utilization, 'g', 6, 64)
 			jain = strconv.FormatFloat(t.Jain, 'g', 6, 64)
 		}
-		w.Write([]string{
+		w.Write(append([]string{
 			t.Scheme, strconv.FormatFloat(t.Load, 'g', -1, 64), t.Point, strconv.Itoa(t.Trial),
 			g(t.SwitchLatencyUS, mean), g(t.SwitchLatencyUS, p50), g(t.SwitchLatencyUS, p90), g(t.SwitchLatencyUS, p99),
 			g(t.SwitchLatencyUS, p999), g(t.SwitchLatencyUS, mx),
@@ -97,11 +100,54 @@ func writeSummaryCSV(path string, trials []*TrialSummary) error {
 			g(t.ThroughputMbp, mean), util, jain,
 			strconv.FormatUint(t.Fidelity.CaptureDrops, 10), strconv.FormatBool(t.Fidelity.CPUSaturated),
 			strconv.Itoa(t.Fidelity.IncompleteFlows), strconv.FormatBool(t.Fidelity.Faithful()), t.Dir,
-		})
+		}, classCells(t)...))
 	}
 	w.Flush()
 	if err := errors.Join(w.Error(), f.Close()); err != nil {
 		return fmt.Errorf("report: %s: %w", path, err)
 	}
 	return nil
+}
+
+// classColumns are summary.csv's per-class columns, after the fixed ones:
+// for each class and SLO objective (numbered from 1 in the class's slo
+// list), the trial's message count, median and p99 slowdown in the
+// objective's range and whether the trial alone met it; and the cells of
+// one trial (empty where the trial lacks the class).
+func classColumns(trials []*TrialSummary) (header []string, cells func(*TrialSummary) []string) {
+	type key struct {
+		class string
+		k     int
+	}
+	var keys []key
+	for _, t := range trials {
+		for _, c := range t.Classes {
+			for k := range c.SLO {
+				if !slices.Contains(keys, key{c.Name, k}) {
+					keys = append(keys, key{c.Name, k})
+				}
+			}
+		}
+	}
+	for _, k := range keys {
+		p := fmt.Sprintf("%s_slo%d_", k.class, k.k+1)
+		header = append(header, p+"n", p+"p50", p+"p99", p+"met")
+	}
+	return header, func(t *TrialSummary) []string {
+		out := make([]string, 0, len(header))
+		for _, k := range keys {
+			i := slices.IndexFunc(t.Classes, func(c ClassResult) bool { return c.Name == k.class })
+			if i < 0 || k.k >= len(t.Classes[i].SLO) || t.Classes[i].SLO[k.k].Stats.N == 0 {
+				out = append(out, "", "", "", "")
+				continue
+			}
+			o := t.Classes[i].SLO[k.k]
+			ratio, _ := judge(SLOCell{Objective: o.Objective, P50: o.Stats.Slowdown.P50, P99: o.Stats.Slowdown.P99,
+				P50CI: math.NaN(), P99CI: math.NaN()}) // the SLO table's verdict, on this trial alone
+			met := ratio <= 1
+			out = append(out, strconv.Itoa(o.Stats.N), strconv.FormatFloat(o.Stats.Slowdown.P50, 'g', 6, 64),
+				strconv.FormatFloat(o.Stats.Slowdown.P99, 'g', 6, 64), strconv.FormatBool(met))
+		}
+		return out
+	}
 }

@@ -1,0 +1,443 @@
+package experiments
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fabric-emu/fabric/emu"
+	"github.com/fabric-emu/fabric/experiments/search"
+	"github.com/fabric-emu/fabric/internal/units"
+	"github.com/fabric-emu/fabric/internal/yamlfile"
+	"github.com/fabric-emu/fabric/results/report"
+)
+
+// SearchSpec is an experiment's `search:`: instead of running the sweep,
+// `fabric run` finds, per scheme, the least link rate at which every
+// traffic class meets its SLO (SWP, Zhao et al., "SLOs without
+// priorities", §5.3), and for weighted schemes the weights that do:
+//
+//	search:
+//	  rate: {min: 2Mbit, max: 20Mbit}   # the bracket
+//	  tolerance: 0.05                   # stop at max/min ≤ 1.05
+//	  max_trials: 60                    # per scheme
+//	  weights: [[1, 4], [1, 1], [4, 1]] # candidates for weighted schemes
+//
+// The classes keep the bits per second they offer at the lab's own rate
+// (their load × the lab file's link rate) while every link's rate is
+// probed; delays and the ports' byte settings stay the file's. The method
+// is package search's: bisection on the logarithm of the rate, each probe
+// `trials` trials on fresh labs, met when every objective's mean over the
+// trials of each trial's percentile is within its target (the report's
+// SLO verdict; probes whose 95 % interval straddles a target are flagged
+// uncertain). The bracket's floor is raised to the rate the classes offer
+// (no slower link can keep a slowdown bounded), which is the model's
+// first guess; the report counts the probes it saved.
+type SearchSpec struct {
+	Rate      RateRange `yaml:"rate" json:"rate"`
+	Tolerance float64   `yaml:"tolerance,omitempty" json:"tolerance,omitempty"`
+	// MaxTrials bounds each scheme's trials; unset, it is what the
+	// bisection needs for every weight candidate, plus one probe each.
+	MaxTrials int `yaml:"max_trials,omitempty" json:"max_trials,omitempty"`
+	// Weights are weight vectors tried in place of the queues.weights of
+	// every scheme whose ports give them; unset, each such scheme keeps
+	// its own.
+	Weights [][]int `yaml:"weights,omitempty" json:"weights,omitempty"`
+}
+
+// RateRange is a search's bracket of link rates.
+type RateRange struct {
+	Min units.Rate `yaml:"min" json:"min"`
+	Max units.Rate `yaml:"max" json:"max"`
+}
+
+// defaultTolerance is a search's resolution when the file gives none.
+const defaultTolerance = 0.05
+
+func (q *SearchSpec) tolerance() float64 {
+	if q.Tolerance > 0 {
+		return q.Tolerance
+	}
+	return defaultTolerance
+}
+
+// SearchResult is a finished (or interrupted) capacity search: the run
+// (directory, seed, every probe's trials and the report) and each scheme's
+// answer.
+type SearchResult struct {
+	*Result
+	Schemes []SchemeSearch
+}
+
+// SchemeSearch is one scheme's answer, as search.json records it.
+type SchemeSearch struct {
+	Scheme string `json:"scheme"`
+	search.Result
+	// FloorBPS is the rate the classes offer, below which no rate can
+	// meet a slowdown SLO: the bracket starts there when it is above
+	// search.rate.min.
+	FloorBPS float64 `json:"floor_bps"`
+	// ProbesSaved is how many bisection probes that floor saved.
+	ProbesSaved int `json:"probes_saved"`
+}
+
+// searchFileName is the search's state in the run directory.
+const searchFileName = "search.json"
+
+// searchFile is search.json: every probe judged so far, by point name,
+// which --resume replays instead of running again, and the answers.
+type searchFile struct {
+	Probes  map[string]search.Outcome `json:"probes"`
+	Schemes []SchemeSearch            `json:"schemes"`
+}
+
+// searcher is one capacity search in progress.
+type searcher struct {
+	*runner
+	state searchFile
+	start time.Time
+}
+
+// Search runs spec's capacity search (spec.Search) into a run directory
+// and writes its report, with the answers appended. Like Run, it leaves no
+// lab behind when ctx ends, and Options.Resume continues it: judged probes
+// are replayed from search.json and complete trials kept.
+func Search(ctx context.Context, spec *Spec, opts Options) (*SearchResult, error) {
+	if spec.Search == nil {
+		return nil, errors.New("experiment " + spec.Name + " has no search section")
+	}
+	opts = opts.withDefaults()
+	if err := emu.RequireRoot(); err != nil {
+		return nil, err
+	}
+	res := &Result{}
+	rf, err := prepareRunDir(ctx, spec, opts, res)
+	if err != nil {
+		return nil, err
+	}
+	res.Seed = rf.Seed
+	s := &searcher{runner: &runner{spec: spec, opts: opts, run: rf, dir: res.Dir}, start: time.Now(),
+		state: searchFile{Probes: map[string]search.Outcome{}}}
+	if err := s.load(); err != nil {
+		return nil, err
+	}
+	out := &SearchResult{Result: res}
+	for _, name := range spec.sweptSchemes() {
+		ss, err := s.scheme(ctx, name)
+		out.Schemes = append(out.Schemes, ss)
+		s.state.Schemes = out.Schemes
+		if err := errors.Join(err, s.save()); err != nil {
+			return out, err
+		}
+	}
+	res.Elapsed = time.Since(s.start)
+	if err := Finish(res); err != nil {
+		return out, err
+	}
+	md := searchMarkdown(spec, out.Schemes)
+	res.Report.Markdown += md
+	return out, os.WriteFile(filepath.Join(res.Dir, "report.md"), []byte(res.Report.Markdown), 0o644)
+}
+
+// load reads search.json of a resumed run, if it has one.
+func (s *searcher) load() error {
+	b, err := os.ReadFile(filepath.Join(s.dir, searchFileName))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, &s.state); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(s.dir, searchFileName), err)
+	}
+	if s.state.Probes == nil {
+		s.state.Probes = map[string]search.Outcome{}
+	}
+	s.state.Schemes = nil // recomputed: the replay reaches the same answers
+	return nil
+}
+
+// save writes search.json whole, through a rename, so an interruption
+// leaves the previous state rather than half a file.
+func (s *searcher) save() error {
+	b, err := json.MarshalIndent(s.state, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(s.dir, searchFileName+".tmp")
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(s.dir, searchFileName))
+}
+
+// scheme searches one scheme.
+func (s *searcher) scheme(ctx context.Context, name string) (SchemeSearch, error) {
+	q := s.spec.Search
+	cfg := s.spec.searchConfig(name)
+	floor := s.spec.searchFloorBPS()
+	res, err := search.Least(ctx, cfg, s.judge(name), func(st search.Step) {
+		w := ""
+		if len(st.Probe.Weights) > 0 {
+			w = " weights " + weightsText(st.Probe.Weights, ":")
+		}
+		fmt.Fprintf(s.opts.Progress, "search %s: bracket %s–%s, probing %s%s (elapsed %s)\n", name, mbit(st.Lo), mbit(st.Hi),
+			mbit(st.Probe.RateBPS), w, time.Since(s.start).Round(time.Second))
+	})
+	saved := search.Steps(float64(q.Rate.Min), cfg.Hi, cfg.Tolerance) - search.Steps(cfg.Lo, cfg.Hi, cfg.Tolerance)
+	return SchemeSearch{Scheme: name, Result: res, FloorBPS: floor, ProbesSaved: saved}, err
+}
+
+// searchFloorBPS is the rate the classes offer at the lab's own rate.
+func (s *Spec) searchFloorBPS() float64 {
+	return s.OfferedLoad(Point{Load: s.Traffic.Load}) * s.labRateBPS()
+}
+
+// searchConfig is scheme name's bracket, resolution, candidates and
+// budget. Unset, the budget is what the bisection needs for every weight
+// candidate, plus one probe each for the bracket's top.
+func (s *Spec) searchConfig(name string) search.Config {
+	q := s.Search
+	cfg := search.Config{Lo: max(float64(q.Rate.Min), s.searchFloorBPS()), Hi: float64(q.Rate.Max),
+		Tolerance: q.tolerance(), Candidates: s.weightCandidates(name), MaxTrials: q.MaxTrials}
+	if cfg.MaxTrials == 0 {
+		cfg.MaxTrials = s.Trials * (search.Steps(cfg.Lo, cfg.Hi, cfg.Tolerance) + 1) * max(len(cfg.Candidates), 1)
+	}
+	return cfg
+}
+
+// weightCandidates are the weight vectors scheme name is searched over:
+// search.weights when its ports are weighted, else none.
+func (s *Spec) weightCandidates(name string) [][]int {
+	q := s.Schemes[name].Ports.Queues
+	if q == nil || len(q.Weights) == 0 {
+		return nil
+	}
+	if len(s.Search.Weights) > 0 {
+		return s.Search.Weights
+	}
+	return [][]int{q.Weights}
+}
+
+// judge runs (or replays) one probe's trials and judges its SLOs.
+func (s *searcher) judge(name string) search.Judge {
+	return func(ctx context.Context, pr search.Probe) (search.Outcome, error) {
+		p := s.probePoint(name, pr)
+		if o, ok := s.state.Probes[p.Name]; ok {
+			fmt.Fprintf(s.opts.Progress, "search %s: %s %s (from %s)\n", name, p.Rate, verdictText(o), searchFileName)
+			return o, nil
+		}
+		var trials []*report.TrialSummary
+		for n := 1; n <= s.spec.Trials; n++ {
+			if !s.complete(p, n) {
+				fmt.Fprintf(s.opts.Progress, "    %s trial %d/%d\n", p.Name, n, s.spec.Trials)
+				if err := s.runTrial(ctx, p, n); err != nil {
+					return search.Outcome{}, err
+				}
+			}
+			t, err := report.LoadTrial(s.trialDir(p, n))
+			if err != nil {
+				return search.Outcome{}, err
+			}
+			trials = append(trials, t)
+		}
+		o := outcomeOf(report.ClassVerdicts(trials))
+		o.Trials = s.spec.Trials
+		for _, t := range trials {
+			o.Incomplete += t.Fidelity.IncompleteFlows
+			if !t.Fidelity.Faithful() {
+				o.Unfaithful++
+			}
+		}
+		o.Met = o.Met && o.Incomplete == 0
+		s.state.Probes[p.Name] = o
+		fmt.Fprintf(s.opts.Progress, "search %s: %s %s\n", name, p.Rate, verdictText(o))
+		return o, s.save()
+	}
+}
+
+// probePoint is the point a probe runs: every scheme and rate draws the
+// same messages (one traffic name, so the same seeds), which keeps the
+// probes of a bisection comparable.
+func (s *searcher) probePoint(scheme string, pr search.Probe) Point {
+	p := Point{Scheme: scheme, Load: s.spec.Traffic.Load, Traffic: "search", Weights: pr.Weights,
+		Rate: units.Rate(math.Round(pr.RateBPS/float64(units.Kbit))) * units.Kbit}
+	p.Name = scheme + "_rate" + p.Rate.String()
+	if len(pr.Weights) > 0 {
+		p.Name += "_w" + weightsText(pr.Weights, "-")
+	}
+	return p
+}
+
+// outcomeOf judges a probe from its classes' SLO cells: met when every
+// objective is; an objective without messages judges nothing and marks
+// the probe uncertain.
+func outcomeOf(classes []report.ClassCell) search.Outcome {
+	o := search.Outcome{Met: true}
+	for _, c := range classes {
+		for _, obj := range c.SLO {
+			if obj.Trials == 0 || math.IsNaN(obj.Ratio) {
+				o.Uncertain = true
+				continue
+			}
+			o.Met = o.Met && obj.Met()
+			o.Ratio = max(o.Ratio, obj.Ratio)
+			o.Uncertain = o.Uncertain || obj.CrossesTarget
+		}
+	}
+	return o
+}
+
+// verdictText is a probe's outcome in a progress line.
+func verdictText(o search.Outcome) string {
+	v := fmt.Sprintf("missed (worst objective at %.2f× its target)", o.Ratio)
+	if o.Met {
+		v = fmt.Sprintf("met (worst objective at %.2f× its target)", o.Ratio)
+	}
+	if o.Incomplete > 0 {
+		v += fmt.Sprintf(", %d message(s) never finished", o.Incomplete)
+	}
+	if o.Unfaithful > 0 {
+		v += fmt.Sprintf(", %d trial(s) unfaithful", o.Unfaithful)
+	}
+	if o.Uncertain {
+		v += ", uncertain: a 95 % interval crosses a target or an objective had no messages"
+	}
+	return v
+}
+
+// mbit is a rate in bits per second as progress lines and tables show it.
+func mbit(bps float64) string { return fmt.Sprintf("%.3g Mbit/s", bps/1e6) }
+
+// searchMarkdown is the report's section on the search's answers.
+func searchMarkdown(spec *Spec, schemes []SchemeSearch) string {
+	q := spec.Search
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## Capacity search\n\nLeast link rate at which every class meets its SLO, per scheme: bisection on the "+
+		"logarithm of the rate in [%s, %s] (the floor raised to the rate the classes offer), to within %g %%; each probe is %d "+
+		"trial(s) and meets when every objective's mean over them is within target (the SLO table's verdict).\n\n",
+		q.Rate.Min, q.Rate.Max, q.tolerance()*100, spec.Trials)
+	s := spec.Scale.Factor(spec.labRateBPS())
+	b.WriteString("| scheme | least rate | at the paper's scale | weights | probes | trials | probes saved by the floor | answer |\n" +
+		"|---|---:|---:|---|---:|---:|---:|---|\n")
+	for _, r := range schemes {
+		rate, paperRate, weights, answer := mbit(r.RateBPS), "–", "–", "met"
+		if !r.Met {
+			rate = "–"
+		}
+		if s > 0 && r.Met {
+			paperRate = fmt.Sprintf("%.3g Gbit/s", r.RateBPS*s/1e9)
+		}
+		if len(r.Weights) > 0 {
+			weights = weightsText(r.Weights, ":")
+		}
+		switch {
+		case r.Exhausted && !r.Met:
+			answer = "trial budget spent before any probe met"
+		case !r.Met:
+			answer = "not met up to " + q.Rate.Max.String()
+		case r.Exhausted:
+			answer = "met; trial budget spent before the bracket closed"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d | %d | %s |\n", r.Scheme, rate, paperRate, weights,
+			len(r.Steps), r.Trials, r.ProbesSaved, answer)
+	}
+	if len(schemes) > 1 && schemes[0].Met {
+		fmt.Fprintf(&b, "\nInflation (%s's least rate over each scheme's):", schemes[0].Scheme)
+		for _, r := range schemes[1:] {
+			if r.Met {
+				fmt.Fprintf(&b, " %s %.2f×;", r.Scheme, schemes[0].RateBPS/r.RateBPS)
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// validateSearches checks search and quick.search.
+func (s *Spec) validateSearches() error {
+	if err := s.validateSearch("search", s.Search, s.Sweep); err != nil {
+		return err
+	}
+	if q := s.Quick; q != nil && q.Search != nil {
+		sweep := s.Sweep
+		if q.Sweep != nil {
+			sweep = *q.Sweep
+		}
+		return s.validateSearch("quick.search", q.Search, sweep)
+	}
+	return nil
+}
+
+// validateSearch checks one search section (at path) with the sweep it
+// runs with.
+func (s *Spec) validateSearch(path string, q *SearchSpec, sweep Sweep) error {
+	if q == nil {
+		return nil
+	}
+	f := func(field, format string, args ...any) error {
+		return yamlfile.Field(strings.TrimSuffix(path+"."+field, "."), format, args...)
+	}
+	withSLO := false
+	for _, c := range s.Traffic.Classes {
+		withSLO = withSLO || len(c.SLO) > 0
+	}
+	switch {
+	case !withSLO:
+		return f("", "a search looks for the least rate that meets the classes' SLOs: give traffic.classes with an slo")
+	case len(sweep.Load)+len(sweep.Senders)+len(sweep.Flows)+len(sweep.Size)+len(sweep.Delay)+len(sweep.Workload) > 0:
+		return f("", "a search varies the link rate itself; its sweep may only name schemes (sweep.scheme), and traffic.load gives a share's load")
+	case s.LabSpec.Ports.Rate != nil:
+		return f("rate", "the lab's ports.rate fixes the ports' rate; a search varies the links' rate")
+	case q.Rate.Min <= 0:
+		return f("rate.min", "want a positive rate such as 2Mbit, got %v", q.Rate.Min)
+	case q.Rate.Max <= q.Rate.Min:
+		return f("rate.max", "want a rate above rate.min (%v), got %v", q.Rate.Min, q.Rate.Max)
+	case q.Tolerance < 0 || q.Tolerance >= 1:
+		return f("tolerance", "want a relative resolution in (0, 1) such as 0.05, got %v", q.Tolerance)
+	case q.MaxTrials < 0 || q.MaxTrials > 0 && q.MaxTrials < s.Trials:
+		return f("max_trials", "a probe is %d trial(s); want a budget of at least that, got %d", s.Trials, q.MaxTrials)
+	}
+	if offered := s.OfferedLoad(Point{Load: s.Traffic.Load}) * s.labRateBPS(); offered >= float64(q.Rate.Max) {
+		return f("rate.max", "the classes offer %s; no rate up to %v can meet a slowdown SLO", mbit(offered), q.Rate.Max)
+	}
+	return s.validateWeightCandidates(path+".weights", q.Weights)
+}
+
+// validateWeightCandidates checks a search's weight vectors against
+// every weighted scheme, as validateClassWeights checks the schemes'.
+func (s *Spec) validateWeightCandidates(path string, candidates [][]int) error {
+	if len(candidates) == 0 {
+		return nil
+	}
+	var weighted []string
+	for _, name := range s.SchemeOrder {
+		if q := s.Schemes[name].Ports.Queues; q != nil && len(q.Weights) > 0 {
+			weighted = append(weighted, name)
+		}
+	}
+	if len(weighted) == 0 {
+		return yamlfile.Field(path, "no scheme's ports give queues.weights for these candidates to replace")
+	}
+	for k, w := range candidates {
+		at := fmt.Sprintf("%s[%d]", path, k)
+		for j, v := range w {
+			if v < 1 {
+				return yamlfile.Field(fmt.Sprintf("%s[%d]", at, j), "a weight is a positive integer, got %d", v)
+			}
+		}
+		for _, name := range weighted {
+			if err := s.checkSchemeWeights(s.schemeAt(Point{Scheme: name, Weights: w}), at); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

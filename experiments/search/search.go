@@ -1,0 +1,186 @@
+// Package search finds the least link rate at which a traffic mix meets
+// every class's SLO, as SWP's capacity comparison does (Zhao, Goyal,
+// Alizadeh, Anderson, "SLOs without priorities", §5.3: "binary search to
+// identify the minimum link capacity needed to meet the SLOs"), over
+// trials that are expensive and noisy: emulated runs, not a model.
+//
+// The method is bisection on the logarithm of the rate. A bracket
+// [Lo, Hi] holds the answer: Lo is a rate known (or assumed) to miss, Hi
+// one known (or assumed) to meet. Each step probes the geometric
+// midpoint, so the number of steps depends only on Hi/Lo and the
+// tolerance, not on where the answer lies. For schemes with weights, each
+// candidate weight vector is bisected in turn, and a later candidate only
+// in [Lo, best so far]: it matters only if it beats the best, so it costs
+// nothing to probe above it.
+//
+// The package knows nothing of labs: a Judge runs the trials of one probe
+// and says whether the SLOs held. That keeps the logic testable against a
+// deterministic judge with a known threshold.
+package search
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Probe is one point the search asks about: a link rate and, for weighted
+// schemes, the weights of the classes' bands.
+type Probe struct {
+	RateBPS float64 `json:"rate_bps"`
+	Weights []int   `json:"weights,omitempty"`
+}
+
+// Outcome is what a Judge says about a probe.
+type Outcome struct {
+	Met bool `json:"met"`
+	// Ratio is the worst measured over target of any objective (≤ 1 when
+	// met); NaN when no objective had messages.
+	Ratio float64 `json:"ratio"`
+	// Uncertain is set when an objective's 95 % confidence interval over
+	// the probe's trials straddles its target.
+	Uncertain bool `json:"uncertain,omitempty"`
+	// Trials is how many trials the probe ran (the budget counts them).
+	Trials int `json:"trials"`
+	// Incomplete counts messages that never finished; a probe with any
+	// has missed (their slowdowns, unmeasured, are at least the trial's).
+	Incomplete int `json:"incomplete,omitempty"`
+	// Unfaithful counts trials the fidelity monitor flagged (a saturated
+	// CPU, a port short of its rate): their verdicts are suspect.
+	Unfaithful int `json:"unfaithful,omitempty"`
+}
+
+// Judge runs one probe's trials and says whether every SLO held.
+type Judge func(ctx context.Context, p Probe) (Outcome, error)
+
+// Config bounds one scheme's search.
+type Config struct {
+	// Lo is a rate that misses (never probed); Hi one assumed to meet,
+	// probed only when nothing below it met.
+	Lo, Hi float64
+	// Tolerance stops the bisection when Hi/Lo ≤ 1 + Tolerance.
+	Tolerance float64
+	// MaxTrials is the trial budget: no probe starts once it is spent.
+	MaxTrials int
+	// Candidates are the weight vectors to try; none for unweighted schemes.
+	Candidates [][]int
+}
+
+// Step is one probe and its outcome, with the bracket after it.
+type Step struct {
+	Probe   Probe   `json:"probe"`
+	Outcome Outcome `json:"outcome"`
+	Lo      float64 `json:"lo_bps"`
+	Hi      float64 `json:"hi_bps"`
+}
+
+// Result is one scheme's answer.
+type Result struct {
+	// RateBPS is the least rate found to meet every SLO (within
+	// Tolerance of the true boundary), and Weights the candidate that met
+	// there; Met is false when nothing up to Hi met, or the budget ran out
+	// before anything did.
+	RateBPS float64 `json:"rate_bps"`
+	Weights []int   `json:"weights,omitempty"`
+	Met     bool    `json:"met"`
+	// Exhausted is set when the budget stopped the search early.
+	Exhausted bool   `json:"exhausted,omitempty"`
+	Trials    int    `json:"trials"`
+	Steps     []Step `json:"steps"`
+}
+
+// ErrBadConfig is returned for a bracket or tolerance that cannot work.
+var ErrBadConfig = errors.New("search: bad configuration")
+
+// Least bisects for the least rate that meets; progress, if not nil, sees
+// the bracket before every probe (the Step's Outcome still zero).
+func Least(ctx context.Context, cfg Config, judge Judge, progress func(Step)) (Result, error) {
+	if !(cfg.Lo > 0 && cfg.Hi > cfg.Lo && cfg.Tolerance > 0) {
+		return Result{}, fmt.Errorf("%w: want 0 < lo < hi and tolerance > 0, got lo %g hi %g tolerance %g", ErrBadConfig, cfg.Lo, cfg.Hi, cfg.Tolerance)
+	}
+	candidates := cfg.Candidates
+	if len(candidates) == 0 {
+		candidates = [][]int{nil}
+	}
+	s := &state{cfg: cfg, judge: judge, progress: progress}
+	for _, w := range candidates {
+		if err := s.bisect(ctx, w); err != nil {
+			return s.res, err
+		}
+	}
+	return s.res, nil
+}
+
+// state is one scheme's search in progress.
+type state struct {
+	cfg      Config
+	judge    Judge
+	progress func(Step)
+	res      Result
+}
+
+// bisect searches candidate w: in [Lo, best] once some candidate met,
+// else in [Lo, Hi], probing Hi itself only when nothing below met.
+func (s *state) bisect(ctx context.Context, w []int) error {
+	lo, hi := s.cfg.Lo, s.cfg.Hi
+	if s.res.Met {
+		hi = s.res.RateBPS
+	}
+	met := false
+	for hi/lo > 1+s.cfg.Tolerance {
+		mid := math.Sqrt(lo * hi)
+		o, ok, err := s.probe(ctx, Probe{RateBPS: mid, Weights: w}, lo, hi)
+		if err != nil || !ok {
+			return err
+		}
+		if o.Met {
+			hi, met = mid, true
+		} else {
+			lo = mid
+		}
+		s.res.Steps[len(s.res.Steps)-1].Lo, s.res.Steps[len(s.res.Steps)-1].Hi = lo, hi
+	}
+	if !met && !s.res.Met { // nothing below Hi met: does Hi?
+		o, ok, err := s.probe(ctx, Probe{RateBPS: hi, Weights: w}, lo, hi)
+		if err != nil || !ok {
+			return err
+		}
+		met = o.Met
+	}
+	if met && (!s.res.Met || hi < s.res.RateBPS) {
+		s.res.RateBPS, s.res.Weights, s.res.Met = hi, slices.Clone(w), true
+	}
+	return nil
+}
+
+// probe judges p if the budget allows (ok false when it does not).
+func (s *state) probe(ctx context.Context, p Probe, lo, hi float64) (o Outcome, ok bool, err error) {
+	if s.cfg.MaxTrials > 0 && s.res.Trials >= s.cfg.MaxTrials {
+		s.res.Exhausted = true
+		return Outcome{}, false, nil
+	}
+	step := Step{Probe: p, Lo: lo, Hi: hi}
+	if s.progress != nil {
+		s.progress(step)
+	}
+	o, err = s.judge(ctx, p)
+	if err != nil {
+		return o, false, err
+	}
+	s.res.Trials += o.Trials
+	step.Outcome = o
+	s.res.Steps = append(s.res.Steps, step)
+	return o, true, nil
+}
+
+// Steps is how many bisection probes a bracket [lo, hi] takes to reach
+// hi/lo ≤ 1 + tolerance: each probe halves log(hi/lo).
+func Steps(lo, hi, tolerance float64) int {
+	if !(lo > 0 && hi > lo && tolerance > 0) {
+		return 0
+	}
+	n := math.Ceil(math.Log2(math.Log(hi/lo) / math.Log1p(tolerance)))
+	return max(int(n), 0)
+}

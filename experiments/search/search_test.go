@@ -1,0 +1,108 @@
+package search
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+// threshold is a judge whose SLO holds exactly at and above a known rate
+// (per weight candidate), with trialsPer trials per probe.
+func threshold(at map[int]float64, trialsPer int, calls *int) Judge {
+	return func(_ context.Context, p Probe) (Outcome, error) {
+		*calls++
+		key := 0
+		if len(p.Weights) > 0 {
+			key = p.Weights[0]
+		}
+		t := at[key]
+		return Outcome{Met: p.RateBPS >= t, Ratio: t / p.RateBPS, Trials: trialsPer}, nil
+	}
+}
+
+// The search converges on a known answer: within the tolerance above it,
+// never below it, in exactly Steps probes (one more when only Hi meets).
+func TestLeastConvergesOnAKnownThreshold(t *testing.T) {
+	for _, want := range []float64{2.6e6, 3.3e6, 7.77e6, 9.9e6} {
+		calls := 0
+		cfg := Config{Lo: 2e6, Hi: 10e6, Tolerance: 0.02, MaxTrials: 100}
+		res, err := Least(context.Background(), cfg, threshold(map[int]float64{0: want}, 3, &calls), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Met || res.RateBPS < want || res.RateBPS > want*(1+cfg.Tolerance) {
+			t.Errorf("threshold %g: found %g (met %v), want within [%g, %g]", want, res.RateBPS, res.Met, want, want*1.02)
+		}
+		n := Steps(cfg.Lo, cfg.Hi, cfg.Tolerance)
+		if res.RateBPS == cfg.Hi {
+			n++ // nothing below Hi met, so Hi itself was probed
+		}
+		if calls != n || res.Trials != 3*n {
+			t.Errorf("threshold %g: %d probes (%d trials), want %d probes of 3 trials", want, calls, res.Trials, n)
+		}
+		if last := res.Steps[len(res.Steps)-1]; last.Hi/last.Lo > 1+cfg.Tolerance || last.Lo > want || last.Hi < want {
+			t.Errorf("threshold %g: final bracket [%g, %g] does not hold it within the tolerance", want, last.Lo, last.Hi)
+		}
+	}
+}
+
+// Nothing up to Hi meets: the search says so after probing Hi itself.
+func TestLeastReportsInfeasible(t *testing.T) {
+	calls := 0
+	cfg := Config{Lo: 1e6, Hi: 4e6, Tolerance: 0.1}
+	res, err := Least(context.Background(), cfg, threshold(map[int]float64{0: 5e6}, 1, &calls), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Met {
+		t.Errorf("met at %g, but the threshold is above Hi", res.RateBPS)
+	}
+	if last := res.Steps[len(res.Steps)-1]; last.Probe.RateBPS != cfg.Hi {
+		t.Errorf("last probe %g, want Hi %g", last.Probe.RateBPS, cfg.Hi)
+	}
+}
+
+// With weight candidates, the answer is the best candidate's; later
+// candidates are searched only below the best so far.
+func TestLeastPicksTheBestWeights(t *testing.T) {
+	calls := 0
+	at := map[int]float64{1: 6e6, 2: 3e6, 3: 8e6}
+	cfg := Config{Lo: 2e6, Hi: 10e6, Tolerance: 0.05, Candidates: [][]int{{1, 4}, {2, 4}, {3, 4}}}
+	var bracket []float64
+	res, err := Least(context.Background(), cfg, threshold(at, 1, &calls), func(s Step) { bracket = append(bracket, s.Hi) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Met || len(res.Weights) == 0 || res.Weights[0] != 2 || res.RateBPS < 3e6 || res.RateBPS > 3e6*1.05 {
+		t.Errorf("found %g with weights %v, want ~3e6 with [2 4]", res.RateBPS, res.Weights)
+	}
+	for _, s := range res.Steps {
+		if s.Probe.Weights[0] == 3 && s.Probe.RateBPS > 3e6*1.05 {
+			t.Errorf("candidate [3 4] probed at %g, above the best so far", s.Probe.RateBPS)
+		}
+	}
+	if len(bracket) != len(res.Steps) {
+		t.Errorf("progress saw %d probes, the result has %d", len(bracket), len(res.Steps))
+	}
+}
+
+// The trial budget stops the search: no probe starts once it is spent.
+func TestLeastStopsAtTheBudget(t *testing.T) {
+	calls := 0
+	cfg := Config{Lo: 1e6, Hi: 100e6, Tolerance: 0.001, MaxTrials: 9}
+	res, err := Least(context.Background(), cfg, threshold(map[int]float64{0: 30e6}, 3, &calls), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Exhausted || res.Trials != 9 || calls != 3 {
+		t.Errorf("exhausted %v after %d trials in %d probes, want true after 9 in 3", res.Exhausted, res.Trials, calls)
+	}
+}
+
+func TestLeastRejectsABadBracket(t *testing.T) {
+	calls := 0
+	_, err := Least(context.Background(), Config{Lo: 5, Hi: 5, Tolerance: 0.1}, threshold(nil, 1, &calls), nil)
+	if !errors.Is(err, ErrBadConfig) || calls != 0 {
+		t.Errorf("err %v after %d probes, want ErrBadConfig before any", err, calls)
+	}
+}

@@ -1,0 +1,119 @@
+package experiments
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fabric-emu/fabric/experiments/search"
+	"github.com/fabric-emu/fabric/internal/testenv"
+)
+
+// knownAnswerExperiment is one class whose SLO holds exactly above a rate
+// computed from the file: messages of ten full segments (14,480 bytes)
+// at near-constant gaps (log-normal σ = 0.01, a 1 % spread), 12 % of the
+// lab's 10 Mbit/s: 1.2 Mbit/s of payload, 10.4 messages a second. On the
+// wire each 1,448-byte segment is a 1,514-byte frame (TCP with
+// timestamps, IP and Ethernet headers; the ports count frames), so the
+// class needs R* = 1.2 Mbit/s × 1514/1448 = 1.2547 Mbit/s of link. Above
+// R* every message is sent before the next arrives (slowdown about 1);
+// on a link at R*/ρ (ρ > 1) the k-th message waits k(ρ − 1) gaps behind
+// the backlog, a slowdown of 1 + k(ρ − 1)/ρ, and the p99 of a 10 s
+// trial's ~100 messages (k ≈ 99) stays within 3 only for ρ ≤ 1.02. So the
+// least rate meeting p99 ≤ 3 lies in [0.98, 1] × R*, and 0.95 × R* misses.
+const knownAnswerExperiment = `name: search-known
+lab:
+  name: sk
+  topology: {kind: star, hosts: 2}
+  links: {rate: 10Mbit}
+  ports: {buffer: 1MB}
+schemes:
+  fifo: {cc: cubic}
+traffic:
+  pattern: dynamic
+  client: h0
+  servers: rest
+  classes:
+    only:
+      workload: %s
+      load: 0.12
+      arrival: {lognormal_sigma: 0.01}
+      slo: {p99_slowdown: 3}
+search: {rate: {min: 600Kbit, max: 4800Kbit}, tolerance: 0.05}
+duration: 10s
+trials: 1
+`
+
+// The search converges on a synthetic lab with a known answer (issue 15):
+// it finds the least rate within its tolerance above the offered rate, a
+// probe below that rate misses, and --resume replays every probe from
+// search.json without running a trial.
+func TestSearchFindsAKnownCapacity(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := t.TempDir()
+	cdf := filepath.Join(dir, "ten-segments.cdf")
+	if err := os.WriteFile(cdf, []byte("# discrete: true\n14480 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := Parse("known.yaml", []byte(fmt.Sprintf(knownAnswerExperiment, cdf)), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := testPrefix("s")
+	t.Cleanup(func() {
+		if left := labLeftovers(t, prefix); len(left) > 0 {
+			t.Errorf("lab resources left behind: %v", left)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	opts := Options{Out: dir, LabPrefix: prefix, Seed: 1, Progress: &progress}
+	t0 := time.Now()
+	res, err := Search(ctx, spec, opts)
+	t.Logf("search: %v\n%s", time.Since(t0).Round(time.Second), progress.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const need = 1.2e6 * 1514 / 1448 // R*, bit/s of frames
+	got := res.Schemes[0]
+	t.Logf("least rate %.4g bit/s after %d probes, %d trials (the floor saved %d probes); R* = %.4g", got.RateBPS,
+		len(got.Steps), got.Trials, got.ProbesSaved, need)
+	if hi := need * (1 + spec.Search.tolerance()) * 1.001; !got.Met || got.RateBPS < 0.98*need || got.RateBPS > hi {
+		t.Errorf("least rate %.4g bit/s (met %v), want within [%.4g, %.4g]", got.RateBPS, got.Met, 0.98*need, hi)
+	}
+	if !strings.Contains(res.Report.Markdown, "## Capacity search") {
+		t.Errorf("the report has no capacity section:\n%s", res.Report.Markdown)
+	}
+
+	// Below R* the SLO must be missed: the judge is not simply saying yes.
+	s := &searcher{runner: &runner{spec: spec, opts: opts.withDefaults(), run: &RunFile{Seed: res.Seed}, dir: res.Dir},
+		state: searchFile{Probes: map[string]search.Outcome{}}}
+	below, err := s.judge("fifo")(ctx, search.Probe{RateBPS: 0.95 * need})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("at 0.95 R*: %s", verdictText(below))
+	if below.Met {
+		t.Errorf("at %.4g bit/s, 0.95 R*, the SLO was judged met", 0.95*need)
+	}
+
+	// --resume replays the judged probes: same answer, no trial run.
+	progress.Reset()
+	opts.Resume = res.Dir
+	again, err := Search(ctx, spec, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(progress.String(), " trial ") {
+		t.Errorf("resuming a finished search ran trials:\n%s", progress.String())
+	}
+	if a := again.Schemes[0]; a.RateBPS != got.RateBPS || len(a.Steps) != len(got.Steps) {
+		t.Errorf("resumed search found %.4g in %d probes, the first %.4g in %d", a.RateBPS, len(a.Steps), got.RateBPS, len(got.Steps))
+	}
+}
