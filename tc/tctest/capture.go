@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -44,8 +45,14 @@ type Capture struct {
 // CaptureIn starts capturing frames that arrive at host's ifname.
 func (l *Lab) CaptureIn(host, ifname string) *Capture {
 	l.t.Helper()
+	return CaptureIn(l.t, l, host, ifname)
+}
+
+// CaptureIn is Lab.CaptureIn on any Namespaces (an emu lab's, for one).
+func CaptureIn(t testing.TB, ns Namespaces, host, ifname string) *Capture {
+	t.Helper()
 	c := &Capture{fd: -1, done: make(chan struct{})}
-	err := l.Do(host, func() error {
+	err := ns.Do(host, func() error {
 		ifi, err := net.InterfaceByName(ifname)
 		if err != nil {
 			return err
@@ -71,10 +78,10 @@ func (l *Lab) CaptureIn(host, ifname string) *Capture {
 		if c.fd >= 0 {
 			unix.Close(c.fd)
 		}
-		l.t.Fatalf("capture on %s:%s: %v", host, ifname, err)
+		t.Fatalf("capture on %s:%s: %v", host, ifname, err)
 	}
 	go c.loop()
-	l.t.Cleanup(c.Close)
+	t.Cleanup(c.Close)
 	return c
 }
 
