@@ -98,11 +98,11 @@ func (e *endpoint) open(ctx context.Context) error {
 	}
 	e.in = pc.(*net.UDPConn)
 	_ = e.in.SetReadBuffer(8 << 20)
-	if e.ctl, err = e.socket(ctx, transport.DSCP(tc.DSCPHeader), false); err != nil {
+	if e.ctl, err = e.socket(ctx, transport.DSCP(tc.DSCPHeader)); err != nil {
 		return err
 	}
 	for range e.args.Paths {
-		c, err := e.socket(ctx, 0, true)
+		c, err := e.socket(ctx, 0)
 		if err != nil {
 			return err
 		}
@@ -113,23 +113,13 @@ func (e *endpoint) open(ctx context.Context) error {
 }
 
 // socket is a sending socket on a port of its own whose packets carry dscp.
-//
-// DATA sockets (noCheck) send without a UDP checksum (SO_NO_CHECK, "none"
-// for IPv4): a switch that trims a packet cuts the bytes the checksum
-// covers, and a checksum the kernel left for the NIC to finish
-// (CHECKSUM_PARTIAL on a veth) was then completed over the trimmed packet
-// on its way through a delay line without the pseudo-header, so the
-// receiving host dropped every trimmed header as a checksum error
-// (InCsumErrors in its /proc/net/snmp, measured: 695 of 695). The NDP
-// header itself is what the receiver needs from a trimmed packet.
-func (e *endpoint) socket(ctx context.Context, dscp transport.DSCP, noCheck bool) (*net.UDPConn, error) {
+// DATA packets keep their UDP checksum: a switch that trims one leaves a
+// valid checksum over what is left (tc/bpf/port.bpf.c, ndp_udp_csum).
+func (e *endpoint) socket(ctx context.Context, dscp transport.DSCP) (*net.UDPConn, error) {
 	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
 		var serr error
 		err := rc.Control(func(fd uintptr) {
 			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_TOS, dscp.TOS())
-			if serr == nil && noCheck {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_NO_CHECK, 1)
-			}
 		})
 		if err != nil {
 			return err
