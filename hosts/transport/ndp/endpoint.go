@@ -19,9 +19,9 @@ import (
 )
 
 // endpoint is NDP on one host: the sender and receiver halves share one
-// lock and one set of sockets. DATA leaves through Args.Paths sockets, each
-// bound to its own source port (the spray); ACK, NACK and PULL through one
-// control socket marked DSCP CS7; everything arrives on one socket bound
+// lock and one set of sockets. DATA leaves from Args.Paths source ports in
+// turn through one raw socket (the spray, spray.go); ACK, NACK and PULL
+// through one control socket marked DSCP CS7; everything arrives on one socket bound
 // to Args.Port.
 type endpoint struct {
 	env  *transport.Env
@@ -37,7 +37,7 @@ type endpoint struct {
 
 	in   *net.UDPConn
 	ctl  *net.UDPConn
-	data []*net.UDPConn
+	data *sprayer
 	// tx puts one packet on the wire to dst: DATA through source port
 	// path (0..Paths-1), control (path -1) through the CS7 socket. The
 	// sockets' write (open sets it), or a test's network.
@@ -101,20 +101,14 @@ func (e *endpoint) open(ctx context.Context) error {
 	if e.ctl, err = e.socket(ctx, transport.DSCP(tc.DSCPHeader)); err != nil {
 		return err
 	}
-	for range e.args.Paths {
-		c, err := e.socket(ctx, 0)
-		if err != nil {
-			return err
-		}
-		e.data = append(e.data, c)
+	if e.data, err = openSprayer(ctx, e.env.Addr, e.port); err != nil {
+		return err
 	}
 	e.tx = e.sendUDP
 	return nil
 }
 
 // socket is a sending socket on a port of its own whose packets carry dscp.
-// DATA packets keep their UDP checksum: a switch that trims one leaves a
-// valid checksum over what is left (tc/bpf/port.bpf.c, ndp_udp_csum).
 func (e *endpoint) socket(ctx context.Context, dscp transport.DSCP) (*net.UDPConn, error) {
 	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
 		var serr error
@@ -136,22 +130,27 @@ func (e *endpoint) socket(ctx context.Context, dscp transport.DSCP) (*net.UDPCon
 }
 
 func (e *endpoint) close() {
-	for _, c := range append([]*net.UDPConn{e.in, e.ctl}, e.data...) {
+	for _, c := range []*net.UDPConn{e.in, e.ctl} {
 		if c != nil {
 			c.Close()
 		}
 	}
+	if e.data != nil {
+		e.data.close()
+	}
 }
 
-// sendUDP writes one packet to dst: DATA through the socket of its path,
+// sendUDP writes one packet to dst: DATA from the source port of its path,
 // control through the CS7 socket.
 func (e *endpoint) sendUDP(dst netip.Addr, path int, b []byte) {
 	e.pktsOut.Add(1)
-	c := e.ctl
+	var err error
 	if path >= 0 {
-		c = e.data[path%len(e.data)]
+		err = e.data.send(dst, path, b)
+	} else {
+		_, err = e.ctl.WriteToUDPAddrPort(b, netip.AddrPortFrom(dst, uint16(e.port)))
 	}
-	if _, err := c.WriteToUDPAddrPort(b, netip.AddrPortFrom(dst, uint16(e.port))); err != nil {
+	if err != nil {
 		e.log.Debug("send", "to", dst, "err", err)
 	}
 }
