@@ -121,7 +121,8 @@ func isNDP(f tctest.Frame) bool {
 // DATA packets the data band sent (tc's count), which is the 8 it queued
 // plus the few that left while the burst arrived; every trimmed packet is
 // 48 bytes of IP with valid IP and UDP checksums, CHOPPED and DSCP
-// CS7, and went through the header band; the data band's backlog, sampled
+// CS7, and went through the header band, which counted each at its
+// trimmed length; the data band's backlog, sampled
 // every millisecond, never exceeds 8 packets; nothing is dropped.
 func TestNDPTrimming(t *testing.T) {
 	testenv.RequireRoot(t)
@@ -180,6 +181,12 @@ func TestNDPTrimming(t *testing.T) {
 	}
 	if int(hdr.Packets) != trimmed {
 		t.Errorf("header band sent %d packets, want the %d trimmed", hdr.Packets, trimmed)
+	}
+	// The qdisc charges each header its trimmed length: charged whole, a
+	// header took a full packet's time of the port and of the header
+	// queue's bytes.
+	if want := uint64(trimmed) * (tc.NDPTrimmedLen + 14); hdr.Bytes != want {
+		t.Errorf("header band sent %d bytes, want %d trimmed frames of %d bytes (%d)", hdr.Bytes, trimmed, tc.NDPTrimmedLen+14, want)
 	}
 	if maxBacklog > dataQueue || st.NDP.DataQueueMax > dataQueue {
 		t.Errorf("data queue reached %d packets (tc) / %d (counted), above its bound of %d", maxBacklog, st.NDP.DataQueueMax, dataQueue)

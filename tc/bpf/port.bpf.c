@@ -679,8 +679,8 @@ static __always_inline void mark_ce(struct __sk_buff *skb, struct port_state *st
  * ndp_egress runs an NDP port: classify (DATA to the data band, headers and
  * control to the header band, other traffic by DSCP), count the packet into
  * its band, and trim a DATA packet that finds the data band full (its
- * count, in bytes or packets, at the bound), then queue the header in the
- * header band. A header band that is full drops at its fifo (counted by tc).
+ * count, in bytes or packets, at the bound), then send the header through
+ * the port again, which queues it in the header band. A header band that is full drops at its fifo (counted by tc).
  * The paper's switch trims either the arrival or the packet at the data
  * queue's tail, with probability 1/2 each, to break phase effects (§3.1);
  * at tc egress the queued packets are out of reach, so only the arrival
@@ -702,8 +702,16 @@ static __always_inline int ndp_egress(struct __sk_buff *skb, const struct port_c
 			return TC_ACT_SHOT;
 		}
 		__sync_fetch_and_add(&st->trimmed, 1);
-		band = NDP_HEADER_BAND;
-		ndp_enqueue(st, cfg, band, skb->len);
+		/* The qdisc took the packet's length before this hook ran
+		 * (qdisc_pkt_len_init in __dev_queue_xmit) and no helper
+		 * updates it, so a header queued now would be charged as
+		 * the whole packet: HTB would spend a full packet's time of
+		 * the port on 62 bytes and the header fifo would count it
+		 * whole (measured: 51 trimmed 1514-byte frames counted as
+		 * 77214 bytes). Sent through the port's egress again, the
+		 * header is measured afresh, and this hook, seeing CHOPPED,
+		 * counts and queues it in the header band. */
+		return bpf_redirect(skb->ifindex, 0);
 	}
 	skb->priority = class_of(skb, cfg, band);
 	return TC_ACT_OK;
