@@ -47,9 +47,10 @@ type endpoint struct {
 	deliver func(id uint64, off int64, b []byte)
 
 	mu        sync.Mutex
-	sendPacer pacer  // DATA
-	pullPacer pacer  // PULLs
-	fastBuf   []byte // the DATA packet a receive sends at once (under mu)
+	sendPacer pacer         // DATA
+	pullPacer pacer         // PULLs
+	timerWake chan struct{} // a message began: the timers have work again
+	fastBuf   []byte        // the DATA packet a receive sends at once (under mu)
 	outgoing  map[uint64]*outMsg
 	order     []*outMsg // outgoing in the order they are served, round robin
 	rr        int
@@ -79,8 +80,9 @@ func newEndpoint(env *transport.Env, args Args, w *transport.Writer, sched []tra
 	e := &endpoint{env: env, args: args, log: log, w: w, pay: pay, port: args.Port,
 		iw: packets(int64(args.IW), pay), rto: time.Duration(args.RTO), gap: frameTime(env, env.MTU),
 		sendPacer: pacer{wake: make(chan struct{}, 1)}, pullPacer: pacer{wake: make(chan struct{}, 1)},
-		fastBuf:  make([]byte, HeaderLen+pay),
-		outgoing: map[uint64]*outMsg{}, incoming: map[uint64]*inMsg{}, done: map[uint64]bool{},
+		timerWake: make(chan struct{}, 1),
+		fastBuf:   make([]byte, HeaderLen+pay),
+		outgoing:  map[uint64]*outMsg{}, incoming: map[uint64]*inMsg{}, done: map[uint64]bool{},
 		pulls: newPullQueue(), schedule: map[uint64]transport.Message{}}
 	for _, m := range sched {
 		e.schedule[m.ID] = m
@@ -196,15 +198,27 @@ func signal(c chan struct{}) {
 func (e *endpoint) timers(ctx context.Context) {
 	// Tick at half the timeout, so a stall is noticed within 1.5
 	// timeouts, but no faster than every 5 ms: wake-ups cost CPU on a
-	// virtual machine, times every host. (An idle NDP process still uses
-	// about 6 % of a core, as it did ticking every 1.25 ms; with args
-	// rto: 100ms and a tick every 25 ms, 2 %: the cost per tick is not yet
-	// understood.)
-	tick := time.NewTicker(max(e.rto/2, 5*time.Millisecond))
+	// virtual machine, times every host.
+	every := max(e.rto/2, 5*time.Millisecond)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	samples := time.NewTicker(sampleEvery)
 	defer samples.Stop()
 	for {
+		// With no message on its way either way there is nothing to
+		// time: sleep until one begins (ticking idle cost each NDP
+		// process about 6 % of a core, TestIdleEndpointsSleep).
+		if e.idle() {
+			tick.Stop()
+			samples.Stop()
+			select {
+			case <-ctx.Done():
+				return
+			case <-e.timerWake:
+			}
+			tick.Reset(every)
+			samples.Reset(sampleEvery)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -219,6 +233,13 @@ func (e *endpoint) timers(ctx context.Context) {
 			e.mu.Unlock()
 		}
 	}
+}
+
+// idle says whether no message is being sent or received.
+func (e *endpoint) idle() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.outgoing) == 0 && len(e.incoming) == 0
 }
 
 // sampleEvery is how often a receiver samples its streams (the contract's
