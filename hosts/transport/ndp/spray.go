@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -43,6 +44,7 @@ const MaxPaths = 65536 - SprayPortBase
 // sprayer sends DATA from any source port.
 type sprayer struct {
 	conn *net.IPConn
+	rc   syscall.RawConn // conn's, for sendmsg with two buffers
 	src  netip.Addr
 	port int // the destination port
 }
@@ -70,7 +72,7 @@ func openSprayer(ctx context.Context, src netip.Addr, dstPort int) (*sprayer, er
 		return nil, fmt.Errorf("ndp raw socket filter: %w", errors.Join(err, serr))
 	}
 	_ = conn.SetWriteBuffer(1 << 20)
-	return &sprayer{conn: conn, src: src, port: dstPort}, nil
+	return &sprayer{conn: conn, rc: rc, src: src, port: dstPort}, nil
 }
 
 // send writes payload to dst as one UDP datagram from SprayPortBase+path.
@@ -82,13 +84,9 @@ func (s *sprayer) send(dst netip.Addr, path int, payload []byte) error {
 	binary.BigEndian.PutUint16(hdr[2:], uint16(s.port))
 	binary.BigEndian.PutUint16(hdr[4:], uint16(len(hdr)+len(payload)))
 	binary.BigEndian.PutUint16(hdr[6:], udpChecksum(s.src, dst, hdr[:], payload))
-	rc, err := s.conn.SyscallConn()
-	if err != nil {
-		return err
-	}
 	to := &unix.SockaddrInet4{Addr: dst.As4()}
 	var serr error
-	err = rc.Write(func(fd uintptr) bool {
+	err := s.rc.Write(func(fd uintptr) bool {
 		_, serr = unix.SendmsgBuffers(int(fd), [][]byte{hdr[:], payload}, nil, to, 0)
 		return serr != unix.EAGAIN
 	})
@@ -115,8 +113,9 @@ func udpChecksum(src, dst netip.Addr, hdr, payload []byte) uint16 {
 }
 
 // onesSum adds b's big-endian 16-bit words (an odd last byte padded with
-// 0) to sum, 8 bytes at a time, unfolded: a 64-bit sum of 32-bit halves
-// cannot overflow for any datagram.
+// 0) to sum, unfolded. It adds 8 bytes at a time as two 32-bit halves,
+// which folds to the same 16-bit sum (2^16 ≡ 1 modulo 2^16 − 1) and
+// cannot overflow 64 bits for any datagram.
 func onesSum(sum uint64, b []byte) uint64 {
 	for len(b) >= 8 {
 		v := binary.BigEndian.Uint64(b)
@@ -130,6 +129,5 @@ func onesSum(sum uint64, b []byte) uint64 {
 	if len(b) == 1 {
 		sum += uint64(b[0]) << 8
 	}
-	// Fold the 32-bit halves' carries into 16 bits as the caller folds.
 	return sum
 }
