@@ -53,7 +53,11 @@ func (s *Spec) Schedule(g *emu.Graph, p Point, seed uint64) (*Schedule, error) {
 		b.dynamic(clients, servers, rates, s.scheduleClasses(p))
 	case "incast":
 		workers := firstN(servers, p.Senders)
-		b.incast(clients[0], workers, int64(p.Size), s.incastInterval(p, len(workers), rates[clients[0]]), t.Rounds)
+		b.incast(clients[0], workers, int64(p.Size), s.roundInterval(int64(len(workers))*int64(p.Size), rates[clients[0]]), t.Rounds)
+	case "priority":
+		long := servers[1 : 1+p.Senders]
+		b.priority(clients[0], servers[0], long, int64(p.Size), int64(t.LongSize),
+			s.roundInterval(int64(p.Size)+int64(len(long))*int64(t.LongSize), rates[clients[0]]), t.Rounds)
 	case "static":
 		var pairs [][2]string
 		for _, c := range firstN(clients, p.Senders) {
@@ -85,15 +89,15 @@ func (s *Spec) scheduleClasses(p Point) []scheduleClass {
 	return []scheduleClass{{cdf: s.cdfs[s.WorkloadOf(p)], load: p.Load, arrival: s.Traffic.Arrival}}
 }
 
-// incastInterval is the time between incast queries: traffic.interval, or
-// else the gap plus twice the time the aggregator's link needs for all N
-// responses, so that queries seldom overlap while the schedule stays open
-// loop (a query never waits for the previous one).
-func (s *Spec) incastInterval(p Point, n int, aggregatorBPS float64) time.Duration {
+// roundInterval is the time between incast queries or priority rounds:
+// traffic.interval, or else the gap plus twice the time the receiver's
+// link needs for a round's bytes, so that rounds seldom overlap while the
+// schedule stays open loop (a round never waits for the previous one).
+func (s *Spec) roundInterval(roundBytes int64, receiverBPS float64) time.Duration {
 	if s.Traffic.Interval > 0 {
 		return s.Traffic.Interval
 	}
-	ideal := time.Duration(float64(n) * float64(p.Size) * 8 / aggregatorBPS * 1e9)
+	ideal := time.Duration(float64(roundBytes) * 8 / receiverBPS * 1e9)
 	return s.Traffic.Gap + max(2*ideal, time.Millisecond)
 }
 
@@ -104,8 +108,11 @@ func (r *runner) plan(lab *emu.Lab, p Point, seed uint64) (*trialPlan, error) {
 		return nil, err
 	}
 	pl := &trialPlan{schedule: sched}
-	if r.spec.Traffic.Pattern == "incast" {
+	switch r.spec.Traffic.Pattern {
+	case "incast":
 		pl.queryResponses = len(firstN(r.spec.servers(), p.Senders))
+	case "priority":
+		pl.queryResponses = 1 // the short message is its round's query
 	}
 	pl.dataSenders, pl.receiver = r.spec.bottleneck(lab.Graph, sched)
 	pl.farFrom, pl.farTo = farthestHosts(lab.Graph)
@@ -123,7 +130,7 @@ func (r *runner) plan(lab *emu.Lab, p Point, seed uint64) (*trialPlan, error) {
 	switch r.spec.Traffic.Pattern {
 	case "dynamic":
 		expected *= r.spec.OfferedLoad(p)
-	case "incast":
+	case "incast", "priority":
 		expected = 0 // bursts: no steady rate to expect
 	}
 	if err := pl.watch(lab, rx, expected); err != nil {

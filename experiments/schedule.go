@@ -283,6 +283,32 @@ func (b *scheduleBuilder) incast(aggregator string, workers []string, size int64
 	}
 }
 
+// Classes of the priority pattern's messages.
+const (
+	classShort = "short"
+	classLong  = "long"
+)
+
+// priority adds rounds of one short message against long ones to one
+// receiver, all starting at once (NDP §5, Fig. 10): every period, short
+// (size bytes, class "short", query q+1, so that the report's query
+// completion time is its completion time) and one longSize message from
+// each of long (class "long"). With no long senders the short message
+// runs alone: its idle completion time.
+func (b *scheduleBuilder) priority(receiver, short string, long []string, size, longSize int64, period time.Duration, rounds int) {
+	b.s.Classes = []string{classShort, classLong}
+	for q := 0; rounds == 0 || q < rounds; q++ {
+		t := int64(time.Duration(q) * period)
+		if t >= int64(b.s.Duration) {
+			break
+		}
+		b.add(schedMsg{t: t, size: size, src: b.index[short], dst: b.index[receiver], query: uint32(q + 1), class: 0})
+		for _, l := range long {
+			b.add(schedMsg{t: t, size: longSize, src: b.index[l], dst: b.index[receiver], class: 1})
+		}
+	}
+}
+
 // streams adds long-lived flows, flows per (sender, receiver) pair, from
 // time 0 until the trial ends.
 func (b *scheduleBuilder) streams(pairs [][2]string, flows int) {

@@ -147,7 +147,7 @@ func (s OnOff) On(def bool) bool {
 // list is a name, a list of names, "all" or "rest" (every host not named
 // elsewhere in the traffic section).
 type Traffic struct {
-	Pattern string   `yaml:"pattern" json:"pattern"` // dynamic, incast, static, permutation
+	Pattern string   `yaml:"pattern" json:"pattern"` // dynamic, incast, static, permutation, priority
 	Client  HostList `yaml:"client,omitempty" json:"client,omitempty"`
 	Servers HostList `yaml:"servers,omitempty" json:"servers,omitempty"`
 
@@ -155,10 +155,13 @@ type Traffic struct {
 	Load     float64 `yaml:"load,omitempty" json:"load,omitempty"`         // dynamic, fraction of the client's link
 	Conns    int     `yaml:"conns,omitempty" json:"conns,omitempty"`       // dynamic, per server
 
-	Size    units.Size    `yaml:"size,omitempty" json:"size,omitempty"`       // incast response size S
-	Senders int           `yaml:"senders,omitempty" json:"senders,omitempty"` // incast workers N, static sending hosts
-	Rounds  int           `yaml:"rounds,omitempty" json:"rounds,omitempty"`   // incast queries (0: for the duration)
-	Gap     time.Duration `yaml:"gap,omitempty" json:"gap,omitempty"`         // incast: pause between queries
+	Size    units.Size    `yaml:"size,omitempty" json:"size,omitempty"`       // incast response size S; priority: the short message
+	Senders int           `yaml:"senders,omitempty" json:"senders,omitempty"` // incast workers N, static sending hosts, priority long flows
+	Rounds  int           `yaml:"rounds,omitempty" json:"rounds,omitempty"`   // incast queries, priority rounds (0: for the duration)
+	Gap     time.Duration `yaml:"gap,omitempty" json:"gap,omitempty"`         // incast, priority: pause between rounds
+	// LongSize is the priority pattern's long messages (each long flow's
+	// bytes per round).
+	LongSize units.Size `yaml:"long_size,omitempty" json:"long_size,omitempty"`
 	// Interval is the time between incast query starts (open loop);
 	// unset, it is the gap plus twice the aggregator's ideal query time.
 	Interval time.Duration `yaml:"interval,omitempty" json:"interval,omitempty"`

@@ -14,7 +14,7 @@ import (
 // expands to a sweep short enough for CI.
 func TestBuiltinsParse(t *testing.T) {
 	names := Builtins()
-	want := []string{"homa/pacer", "homa/priorities", "homa/slowdown", "homa/slowdown-fattree", "hull/dynamic", "hull/pq-sweep", "hull/qos", "hull/rtt-sweep", "hull/static", "hull/table1", "incast/fattree-k4", "ndp/incast", "ndp/permutation", "permutation/fattree-k4", "swp/capacity", "swp/fig1"}
+	want := []string{"homa/pacer", "homa/priorities", "homa/slowdown", "homa/slowdown-fattree", "hull/dynamic", "hull/pq-sweep", "hull/qos", "hull/rtt-sweep", "hull/static", "hull/table1", "incast/fattree-k4", "ndp/incast", "ndp/permutation", "ndp/priority", "permutation/fattree-k4", "swp/capacity", "swp/fig1"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Fatalf("built-ins = %v, want %v", names, want)
 	}
@@ -158,5 +158,24 @@ func TestSourceOfRun(t *testing.T) {
 	}
 	if _, err := Open(SourceOf(&RunFile{File: s.File})); err != nil {
 		t.Error(err)
+	}
+}
+
+// The priority pattern's fields, wrong, name their line and field.
+func TestBadPriorityTraffic(t *testing.T) {
+	const good = "name: p\nlab: {name: plab, topology: {kind: star, hosts: 4}}\nschemes: {ndp: {transport: ndp, ports: {ndp: {}}}}\n" +
+		"traffic: {pattern: priority, client: h0, servers: rest, size: 200KB, long_size: 1MB}\nsweep: {scheme: all, senders: [0, 2]}\nduration: 1s\n"
+	if _, err := Parse("good.yaml", []byte(good), ""); err != nil {
+		t.Fatalf("good file: %v", err)
+	}
+	for _, c := range []struct{ from, to, want string }{
+		{", long_size: 1MB}", "}", "bad.yaml:4: traffic.long_size: the priority pattern needs the long messages' size"},
+		{"size: 200KB, ", "", "bad.yaml:4: traffic.size: the priority pattern needs the short message's size"},
+		{"senders: [0, 2]", "senders: [0, 3]", "bad.yaml:5: sweep.senders[1]: want 0..2, got 3"},
+	} {
+		_, err := Parse("bad.yaml", []byte(strings.Replace(good, c.from, c.to, 1)), "")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q → %q: got %v, want %q", c.from, c.to, err, c.want)
+		}
 	}
 }

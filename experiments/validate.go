@@ -15,7 +15,7 @@ import (
 )
 
 // Patterns the traffic section accepts.
-var trafficPatterns = []string{"dynamic", "incast", "static", "permutation"}
+var trafficPatterns = []string{"dynamic", "incast", "static", "permutation", "priority"}
 
 // nameRE-equivalent check for experiment names: they name directories.
 func validName(n string) bool {
@@ -255,6 +255,8 @@ func (s *Spec) validatePattern() error {
 		if t.Senders < 0 || t.Senders > len(s.servers()) {
 			return f("senders", "want 1..%d (the servers listed), got %d", len(s.servers()), t.Senders)
 		}
+	case "priority":
+		return s.validatePriority()
 	case "static", "permutation":
 		if t.Flows < 0 {
 			return f("flows", "want at least 1, got %d", t.Flows)
@@ -269,14 +271,31 @@ func (s *Spec) validatePattern() error {
 	return nil
 }
 
+// validatePriority checks the priority pattern: a short message size, a
+// long one, and at most as many long flows as servers after the first
+// (the short message's sender).
+func (s *Spec) validatePriority() error {
+	t := &s.Traffic
+	f := yamlfile.Field
+	switch {
+	case t.Size == 0:
+		return f("size", "the priority pattern needs the short message's size, e.g. 200KB")
+	case t.LongSize == 0:
+		return f("long_size", "the priority pattern needs the long messages' size, e.g. 1MB")
+	case t.Senders < 0 || t.Senders > len(s.servers())-1:
+		return f("senders", "want 0..%d long flows (the servers after the first, which sends the short message), got %d", len(s.servers())-1, t.Senders)
+	}
+	return nil
+}
+
 // sweepable says which traffic fields a sweep key varies, for which
 // patterns.
 var sweepable = map[string][]string{
 	"load":     {"dynamic"},
-	"senders":  {"incast", "static"},
+	"senders":  {"incast", "static", "priority"},
 	"flows":    {"static", "permutation"},
 	"size":     {"incast"},
-	"delay":    {"dynamic", "incast", "static", "permutation"},
+	"delay":    {"dynamic", "incast", "static", "permutation", "priority"},
 	"workload": {"dynamic"},
 }
 
@@ -305,13 +324,16 @@ func (s *Spec) validateSweep(w Sweep) error {
 			return f(fmt.Sprintf("load[%d]", i), "want a fraction of the link rate in (0, 1), got %v", l)
 		}
 	}
-	limit := len(s.servers())
-	if s.Traffic.Pattern == "static" {
+	least, limit := 1, len(s.servers())
+	switch s.Traffic.Pattern {
+	case "static":
 		limit = len(s.clients())
+	case "priority":
+		least, limit = 0, limit-1 // 0: the short message alone
 	}
 	for i, n := range w.Senders {
-		if n < 1 || n > limit {
-			return f(fmt.Sprintf("senders[%d]", i), "want 1..%d, got %d", limit, n)
+		if n < least || n > limit {
+			return f(fmt.Sprintf("senders[%d]", i), "want %d..%d, got %d", least, limit, n)
 		}
 	}
 	for i, n := range w.Flows {

@@ -28,7 +28,8 @@ func ndpPort(data, header tc.Buffer) tc.PortSettings {
 
 // checkTrimmed checks one captured frame that left an NDP port trimmed: 48
 // IP bytes (62 on the wire) with a valid IP checksum, DSCP CS7, UDP length
-// 28 and checksum 0, and an NDP header with DATA and CHOPPED.
+// 28 and a UDP checksum that verifies (udpChecksumOK), and an NDP header
+// with DATA and CHOPPED.
 func checkTrimmed(f tctest.Frame) error {
 	if f.Len != tc.NDPTrimmedLen+14 || len(f.Data) < f.Len {
 		return fmt.Errorf("frame of %d bytes, want %d", f.Len, tc.NDPTrimmedLen+14)
@@ -48,8 +49,8 @@ func checkTrimmed(f tctest.Frame) error {
 	switch {
 	case binary.BigEndian.Uint16(udp[4:]) != 8+tc.NDPHeaderLen:
 		return fmt.Errorf("UDP length %d", binary.BigEndian.Uint16(udp[4:]))
-	case binary.BigEndian.Uint16(udp[6:]) != 0:
-		return fmt.Errorf("UDP checksum %#04x, want 0", binary.BigEndian.Uint16(udp[6:]))
+	case !udpChecksumOK(f):
+		return fmt.Errorf("UDP checksum %#04x does not verify (checksum not ready: %v)", binary.BigEndian.Uint16(udp[6:]), f.CsumNotReady)
 	}
 	ndp := udp[8:]
 	if ndp[0] != tc.NDPMagic || ndp[1] != tc.NDPFlagData|tc.NDPFlagChopped {
@@ -60,15 +61,51 @@ func checkTrimmed(f tctest.Frame) error {
 
 // ipChecksum is the one's complement sum of an IPv4 header: 0 when its
 // checksum field is right.
-func ipChecksum(h []byte) uint16 {
-	var sum uint32
-	for i := 0; i+1 < len(h); i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(h[i:]))
+func ipChecksum(h []byte) uint16 { return ^fold(onesSum(0, h)) }
+
+// udpChecksumOK says whether the UDP checksum of a captured IPv4 frame
+// (without IP options) verifies, as the receiving host checks it. Zero,
+// "no checksum", does not count: a trimming port must leave a real one. A
+// frame whose checksum was not ready (tctest.Frame.CsumNotReady) is first
+// completed as the kernel completes it (skb_checksum_help, which a delay
+// line's NFQUEUE runs): the sum of the bytes from the UDP header on, the
+// field holding the pseudo-header's sum. A wrong seed fails here as it
+// fails after a delay line.
+func udpChecksumOK(f tctest.Frame) bool {
+	ip := f.Data[14:]
+	end := int(binary.BigEndian.Uint16(ip[2:]))
+	if end > len(ip) || end < 28 {
+		return false
 	}
+	udp := append([]byte(nil), ip[20:end]...)
+	if f.CsumNotReady {
+		binary.BigEndian.PutUint16(udp[6:], ^fold(onesSum(0, udp)))
+	}
+	if binary.BigEndian.Uint16(udp[6:]) == 0 {
+		return false
+	}
+	pseudo := onesSum(0, ip[12:20]) + uint32(ip[9]) + uint32(len(udp))
+	return fold(onesSum(pseudo, udp)) == 0xffff
+}
+
+// onesSum adds b's 16-bit big-endian words (a last odd byte padded with
+// zero) to sum, unfolded.
+func onesSum(sum uint32, b []byte) uint32 {
+	for i := 0; i+1 < len(b); i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(b[i:]))
+	}
+	if len(b)%2 == 1 {
+		sum += uint32(b[len(b)-1]) << 8
+	}
+	return sum
+}
+
+// fold folds a one's complement sum to 16 bits.
+func fold(sum uint32) uint16 {
 	for sum > 0xffff {
 		sum = sum&0xffff + sum>>16
 	}
-	return ^uint16(sum)
+	return uint16(sum)
 }
 
 // isNDP says whether a captured frame is an IPv4/UDP NDP packet.
@@ -83,8 +120,9 @@ func isNDP(f tctest.Frame) bool {
 // whole or trimmed; the trimmed ones number exactly the burst less the
 // DATA packets the data band sent (tc's count), which is the 8 it queued
 // plus the few that left while the burst arrived; every trimmed packet is
-// 48 bytes of IP with a valid checksum, UDP checksum 0, CHOPPED and DSCP
-// CS7, and went through the header band; the data band's backlog, sampled
+// 48 bytes of IP with valid IP and UDP checksums, CHOPPED and DSCP
+// CS7, and went through the header band, which counted each at its
+// trimmed length; the data band's backlog, sampled
 // every millisecond, never exceeds 8 packets; nothing is dropped.
 func TestNDPTrimming(t *testing.T) {
 	testenv.RequireRoot(t)
@@ -143,6 +181,12 @@ func TestNDPTrimming(t *testing.T) {
 	}
 	if int(hdr.Packets) != trimmed {
 		t.Errorf("header band sent %d packets, want the %d trimmed", hdr.Packets, trimmed)
+	}
+	// The qdisc charges each header its trimmed length: charged whole, a
+	// header took a full packet's time of the port and of the header
+	// queue's bytes.
+	if want := uint64(trimmed) * (tc.NDPTrimmedLen + 14); hdr.Bytes != want {
+		t.Errorf("header band sent %d bytes, want %d trimmed frames of %d bytes (%d)", hdr.Bytes, trimmed, tc.NDPTrimmedLen+14, want)
 	}
 	if maxBacklog > dataQueue || st.NDP.DataQueueMax > dataQueue {
 		t.Errorf("data queue reached %d packets (tc) / %d (counted), above its bound of %d", maxBacklog, st.NDP.DataQueueMax, dataQueue)

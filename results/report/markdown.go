@@ -68,6 +68,9 @@ func markdown(rows []Row, trials []*TrialSummary, figures []string) string {
 				{"QCT 99th (µs)", func(r Row) float64 { return r.QCTP99 }, 0, false},
 			})
 	}
+	if sh.pattern == "priority" {
+		priorityTable(&b, sh, rows)
+	}
 	if sh.wants("static", "permutation") {
 		section(&b, sh, rows, "Long-lived flow throughput",
 			"Utilization: the flows' throughput together over what their receivers' links can take. "+
@@ -83,6 +86,33 @@ func markdown(rows []Row, trials []*TrialSummary, figures []string) string {
 	fidelitySection(&b, trials)
 	figureList(&b, figures)
 	return b.String()
+}
+
+// priorityTable is NDP Fig. 10's shape: the short flow's completion time
+// (its round's query completion time), and how much longer it took than
+// when it ran alone: the same scheme's row with no long flows.
+func priorityTable(b *strings.Builder, sh shape, rows []Row) {
+	idle := map[string]float64{}
+	for _, r := range rows {
+		if r.Value("senders") == "0" {
+			idle[r.Scheme] = r.QCTP50
+		}
+	}
+	overIdle := func(r Row) float64 {
+		if v, ok := idle[r.Scheme]; ok {
+			return r.QCTP50 - v
+		}
+		return math.NaN()
+	}
+	section(b, sh, rows, "Short flow completion time",
+		"Each round one short flow and senders long flows start at once towards one receiver; senders = 0 is the short flow alone "+
+			"(its idle completion time). Over idle: the median here less the same scheme's median at senders = 0.",
+		[]column{
+			{"FCT median (µs)", func(r Row) float64 { return r.QCTP50 }, 0, false},
+			{"FCT avg (µs)", func(r Row) float64 { return r.QCTAvg }, 0, false},
+			{"FCT 99th (µs)", func(r Row) float64 { return r.QCTP99 }, 0, false},
+			{"median over idle (µs)", overIdle, 0, false},
+		})
 }
 
 // hullTable is HULL Table 4's shape: switch latency and the 1 KB and

@@ -256,6 +256,7 @@ struct ndp_frame {
 #define IP_LEN_OFF (IP_OFF + 2)
 #define IP_CSUM_OFF (IP_OFF + 10)
 #define UDP_OFF (IP_OFF + 20)
+#define UDP_CSUM_OFF (UDP_OFF + 6)
 #define NDP_OFF (UDP_OFF + 8)
 
 /* ndp_parse reads the headers of a packet and returns its NDP flags, or -1
@@ -297,14 +298,70 @@ static __always_inline __u32 classify(struct __sk_buff *skb, const struct port_c
 	return band_for(skb, cfg);
 }
 
+/* csum_fold16 folds a 32-bit one's complement sum to 16 bits. */
+static __always_inline __u16 csum_fold16(__u32 sum)
+{
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return sum;
+}
+
+/* The UDP checksum's input for a trimmed packet: the IPv4 pseudo-header
+ * (RFC 768) followed by the 28 bytes of UDP and NDP header that are all
+ * that is left of its datagram. 40 bytes, a multiple of 4 as bpf_csum_diff
+ * wants. */
+struct ndp_trimmed_csum {
+	__be32 saddr, daddr;
+	__u8 zero, protocol;
+	__be16 udp_len;
+	struct udphdr udp;
+	__u8 ndp[NDP_HDR_LEN];
+};
+
+/*
+ * ndp_udp_csum makes the trimmed packet's UDP checksum valid, whatever the
+ * kernel's checksum state of the skb (which a tc program cannot read):
+ *   - CHECKSUM_PARTIAL (a local sender's packet on a veth: the field holds
+ *     the pseudo-header sum and whoever needs the checksum, a NIC, or a
+ *     delay line's NFQUEUE through skb_checksum_help, completes it over
+ *     the bytes from the UDP header on). The field must then hold the
+ *     pseudo-header sum for the new UDP length, seed.
+ *   - CHECKSUM_NONE or UNNECESSARY (the checksum was completed upstream,
+ *     e.g. by a delay line before this port): the field must hold the full
+ *     checksum of the 28 bytes left, full.
+ * It writes seed, then asks bpf_l4_csum_replace for a non-pseudo-header
+ * change of seed into full: the kernel applies it when the skb is not
+ * CHECKSUM_PARTIAL and leaves the field alone when it is
+ * (inet_proto_csum_replace_by_diff), so the field ends as each state needs.
+ * Zeroing the field instead (no checksum, legal for UDP over IPv4) breaks
+ * the partial case: the completion then misses the pseudo-header, and the
+ * receiver drops every trimmed header as a checksum error.
+ */
+static __always_inline int ndp_udp_csum(struct __sk_buff *skb, struct ndp_trimmed_csum *c)
+{
+	__s64 pseudo = bpf_csum_diff(0, 0, (__be32 *)c, 12, 0);
+	__s64 all = bpf_csum_diff(0, 0, (__be32 *)c, sizeof(*c), 0);
+	if (pseudo < 0 || all < 0)
+		return -1;
+	__u16 seed = csum_fold16(pseudo);
+	__u16 full = ~csum_fold16(all);
+	if (full == 0)
+		full = 0xffff; /* RFC 768: a computed 0 is sent as all ones */
+	if (bpf_skb_store_bytes(skb, UDP_CSUM_OFF, &seed, 2, 0))
+		return -1;
+	/* The kernel sets field = ~(diff + ~field): diff = ~full + seed. */
+	__u32 diff = (__u16)~full + (__u32)seed;
+	return bpf_l4_csum_replace(skb, UDP_CSUM_OFF, 0, diff, 0) ? -1 : 0;
+}
+
 /*
  * ndp_trim cuts a DATA packet to its headers, as an NDP switch does when the
  * data queue is full (NDP §3.1): IP (20) + UDP (8) + NDP (20) = 48 bytes.
  * It sets CHOPPED so that the receiver knows, DSCP CS7 (the ECN bits stay),
- * IP tot_len with the checksum updated, UDP length 28 and UDP checksum 0
- * (none, valid for IPv4). bpf_skb_change_tail may reallocate the packet,
- * so everything after it is written by offset. f holds the headers as
- * ndp_parse read them.
+ * IP tot_len with the checksum updated, UDP length 28 and a UDP checksum
+ * valid for the 28 bytes left (ndp_udp_csum). bpf_skb_change_tail may
+ * reallocate the packet, so everything after it is written by offset. f
+ * holds the headers as ndp_parse read them.
  */
 static __always_inline int ndp_trim(struct __sk_buff *skb, const struct ndp_frame *f)
 {
@@ -324,15 +381,18 @@ static __always_inline int ndp_trim(struct __sk_buff *skb, const struct ndp_fram
 	if (bpf_skb_store_bytes(skb, IP_TOS_OFF, &tos, 1, 0) ||
 	    bpf_skb_store_bytes(skb, IP_LEN_OFF, &new_len, 2, 0))
 		return -1;
-	struct udphdr udp = {
-		.source = f->udp.source, .dest = f->udp.dest,
-		.len = bpf_htons(NDP_TRIMMED_IP_LEN - 20), .check = 0,
+	struct ndp_trimmed_csum c = {
+		.saddr = f->ip.saddr, .daddr = f->ip.daddr, .protocol = IPPROTO_UDP,
+		.udp_len = bpf_htons(NDP_TRIMMED_IP_LEN - 20),
+		.udp = {.source = f->udp.source, .dest = f->udp.dest,
+			.len = bpf_htons(NDP_TRIMMED_IP_LEN - 20), .check = 0},
 	};
-	__u8 flags = f->ndp[1] | NDP_CHOPPED;
-	if (bpf_skb_store_bytes(skb, UDP_OFF, &udp, sizeof(udp), 0) ||
-	    bpf_skb_store_bytes(skb, NDP_OFF + 1, &flags, 1, 0))
+	__builtin_memcpy(c.ndp, f->ndp, NDP_HDR_LEN);
+	c.ndp[1] |= NDP_CHOPPED;
+	if (bpf_skb_store_bytes(skb, UDP_OFF, &c.udp, sizeof(c.udp), 0) ||
+	    bpf_skb_store_bytes(skb, NDP_OFF + 1, &c.ndp[1], 1, 0))
 		return -1;
-	return 0;
+	return ndp_udp_csum(skb, &c);
 }
 
 /*
@@ -619,8 +679,8 @@ static __always_inline void mark_ce(struct __sk_buff *skb, struct port_state *st
  * ndp_egress runs an NDP port: classify (DATA to the data band, headers and
  * control to the header band, other traffic by DSCP), count the packet into
  * its band, and trim a DATA packet that finds the data band full (its
- * count, in bytes or packets, at the bound), then queue the header in the
- * header band. A header band that is full drops at its fifo (counted by tc).
+ * count, in bytes or packets, at the bound), then send the header through
+ * the port again, which queues it in the header band. A header band that is full drops at its fifo (counted by tc).
  * The paper's switch trims either the arrival or the packet at the data
  * queue's tail, with probability 1/2 each, to break phase effects (§3.1);
  * at tc egress the queued packets are out of reach, so only the arrival
@@ -642,8 +702,16 @@ static __always_inline int ndp_egress(struct __sk_buff *skb, const struct port_c
 			return TC_ACT_SHOT;
 		}
 		__sync_fetch_and_add(&st->trimmed, 1);
-		band = NDP_HEADER_BAND;
-		ndp_enqueue(st, cfg, band, skb->len);
+		/* The qdisc took the packet's length before this hook ran
+		 * (qdisc_pkt_len_init in __dev_queue_xmit) and no helper
+		 * updates it, so a header queued now would be charged as
+		 * the whole packet: HTB would spend a full packet's time of
+		 * the port on 62 bytes and the header fifo would count it
+		 * whole (measured: 51 trimmed 1514-byte frames counted as
+		 * 77214 bytes). Sent through the port's egress again, the
+		 * header is measured afresh, and this hook, seeing CHOPPED,
+		 * counts and queues it in the header band. */
+		return bpf_redirect(skb->ifindex, 0);
 	}
 	skb->priority = class_of(skb, cfg, band);
 	return TC_ACT_OK;

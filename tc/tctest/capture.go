@@ -1,10 +1,12 @@
 package tctest
 
 import (
+	"encoding/binary"
 	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -15,6 +17,13 @@ type Frame struct {
 	Data   []byte // up to SnapLen bytes, from the Ethernet header
 	Len    int    // the whole frame's length
 	AtNano int64  // when the capture read it (CLOCK_MONOTONIC), not a kernel timestamp
+	// CsumNotReady: the kernel had not computed the frame's transport
+	// checksum yet (CHECKSUM_PARTIAL, TP_STATUS_CSUMNOTREADY): its
+	// checksum field holds the pseudo-header sum, and whoever needs the
+	// checksum (a NIC, a delay line's NFQUEUE) completes it over the bytes
+	// from the transport header on. A local sender's packets cross veths
+	// and ports so.
+	CsumNotReady bool
 }
 
 // SnapLen is how much of each frame a Capture keeps.
@@ -23,7 +32,8 @@ const SnapLen = 128
 // Capture records the frames arriving on one interface of a host: a raw
 // AF_PACKET socket opened inside the host's namespace, so the test reads
 // packets exactly as they reached the host (after every port they
-// crossed), with their real lengths and checksums.
+// crossed), with their real lengths and checksum fields (see
+// Frame.CsumNotReady).
 type Capture struct {
 	fd     int
 	closed atomic.Bool
@@ -35,8 +45,14 @@ type Capture struct {
 // CaptureIn starts capturing frames that arrive at host's ifname.
 func (l *Lab) CaptureIn(host, ifname string) *Capture {
 	l.t.Helper()
+	return CaptureIn(l.t, l, host, ifname)
+}
+
+// CaptureIn is Lab.CaptureIn on any Namespaces (an emu lab's, for one).
+func CaptureIn(t testing.TB, ns Namespaces, host, ifname string) *Capture {
+	t.Helper()
 	c := &Capture{fd: -1, done: make(chan struct{})}
-	err := l.Do(host, func() error {
+	err := ns.Do(host, func() error {
 		ifi, err := net.InterfaceByName(ifname)
 		if err != nil {
 			return err
@@ -46,6 +62,9 @@ func (l *Lab) CaptureIn(host, ifname string) *Capture {
 			return err
 		}
 		if err := unix.SetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 8<<20); err != nil {
+			return err
+		}
+		if err := unix.SetsockoptInt(c.fd, unix.SOL_PACKET, unix.PACKET_AUXDATA, 1); err != nil {
 			return err
 		}
 		// Reads return every 50 ms, so Close is noticed.
@@ -59,10 +78,10 @@ func (l *Lab) CaptureIn(host, ifname string) *Capture {
 		if c.fd >= 0 {
 			unix.Close(c.fd)
 		}
-		l.t.Fatalf("capture on %s:%s: %v", host, ifname, err)
+		t.Fatalf("capture on %s:%s: %v", host, ifname, err)
 	}
 	go c.loop()
-	l.t.Cleanup(c.Close)
+	t.Cleanup(c.Close)
 	return c
 }
 
@@ -70,10 +89,10 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
 func (c *Capture) loop() {
 	defer close(c.done)
-	buf := make([]byte, 65536)
+	buf, oob := make([]byte, 65536), make([]byte, 256)
 	for {
 		// MSG_TRUNC: n is the frame's real length even past len(buf).
-		n, from, err := unix.Recvfrom(c.fd, buf, unix.MSG_TRUNC)
+		n, oobn, _, from, err := unix.Recvmsg(c.fd, buf, oob, unix.MSG_TRUNC)
 		if c.closed.Load() {
 			return
 		}
@@ -86,11 +105,26 @@ func (c *Capture) loop() {
 		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
 			continue
 		}
-		f := Frame{Data: append([]byte(nil), buf[:min(n, SnapLen)]...), Len: n, AtNano: monotonic()}
+		f := Frame{Data: append([]byte(nil), buf[:min(n, SnapLen)]...), Len: n, AtNano: monotonic(),
+			CsumNotReady: auxStatus(oob[:oobn])&unix.TP_STATUS_CSUMNOTREADY != 0}
 		c.mu.Lock()
 		c.frames = append(c.frames, f)
 		c.mu.Unlock()
 	}
+}
+
+// auxStatus is tp_status of a frame's PACKET_AUXDATA (0 without one).
+func auxStatus(oob []byte) uint32 {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return 0
+	}
+	for _, m := range msgs {
+		if m.Header.Level == unix.SOL_PACKET && m.Header.Type == unix.PACKET_AUXDATA && len(m.Data) >= 4 {
+			return binary.NativeEndian.Uint32(m.Data) // struct tpacket_auxdata starts with tp_status
+		}
+	}
+	return 0
 }
 
 // Frames returns a copy of what arrived so far.

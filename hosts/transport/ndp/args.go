@@ -19,8 +19,9 @@ type Args struct {
 	IWPackets int `json:"iw_packets,omitempty"`
 	// Paths is how many UDP source ports a sender sprays its DATA over,
 	// one per packet in turn, so that switches' L4 ECMP hash spreads a
-	// message over equal-cost paths (NDP §3: per-packet multipath). 1
-	// turns spraying off. Default 16.
+	// message over equal-cost paths (NDP §3: per-packet multipath;
+	// spray.go says why so many). 1 turns spraying off. Default and most:
+	// MaxPaths.
 	Paths int `json:"paths,omitempty"`
 	// RTO is the least time a sender waits for a packet's ACK or NACK
 	// before it sends the packet again, and a receiver for any packet of
@@ -43,9 +44,8 @@ type Args struct {
 const DefaultPort = 4100
 
 // DefaultPaths is how many source ports a sender sprays over by default:
-// enough that a 5-tuple hash covers every uplink of the topologies fabric
-// builds (at most 8 equal-cost next hops) with few collisions.
-const DefaultPaths = 16
+// all it may, so that the hash's luck evens out (spray.go).
+const DefaultPaths = MaxPaths
 
 func parseArgs(env *transport.Env) (Args, error) {
 	var a Args
@@ -63,8 +63,8 @@ func withDefaults(env *transport.Env, a Args) (Args, error) {
 		return a, fmt.Errorf("args.iw: want a positive window, got %d packets", a.IWPackets)
 	case a.IWPackets > 0 && a.IW > 0:
 		return a, fmt.Errorf("args: give iw or iw_packets, not both")
-	case a.Paths < 0 || a.Paths > 256:
-		return a, fmt.Errorf("args.paths: want 1..256 source ports, got %d", a.Paths)
+	case a.Paths < 0 || a.Paths > MaxPaths:
+		return a, fmt.Errorf("args.paths: want 1..%d source ports, got %d", MaxPaths, a.Paths)
 	}
 	if a.IWPackets > 0 {
 		a.IW = units.Size(a.IWPackets * pay)

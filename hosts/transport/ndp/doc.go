@@ -26,9 +26,10 @@
 //     nor NACKed within SRTT + 4 RTTVAR of its measured round trips (at
 //     least Args.RTO), a receiver that heard nothing of an unfinished
 //     message for Args.RTO repeats its last PULL.
-//   - Each DATA packet leaves from the next of Args.Paths source ports, so
-//     L4 ECMP sprays a message over equal-cost paths (per-packet
-//     multipath, §3); control packets use one port.
+//   - Each DATA packet leaves from the next of Args.Paths source ports
+//     (16384 by default, through one raw socket), so L4 ECMP sprays a
+//     message over equal-cost paths (per-packet multipath, §3; spray.go);
+//     control packets use one port.
 //   - Every message is delivered to the application exactly once and in
 //     order (a receiver holds packets past a gap until it fills), and
 //     recorded as one flow when its last byte is delivered.

@@ -19,9 +19,9 @@ import (
 )
 
 // endpoint is NDP on one host: the sender and receiver halves share one
-// lock and one set of sockets. DATA leaves through Args.Paths sockets, each
-// bound to its own source port (the spray); ACK, NACK and PULL through one
-// control socket marked DSCP CS7; everything arrives on one socket bound
+// lock and one set of sockets. DATA leaves from Args.Paths source ports in
+// turn through one raw socket (the spray, spray.go); ACK, NACK and PULL
+// through one control socket marked DSCP CS7; everything arrives on one socket bound
 // to Args.Port.
 type endpoint struct {
 	env  *transport.Env
@@ -37,7 +37,7 @@ type endpoint struct {
 
 	in   *net.UDPConn
 	ctl  *net.UDPConn
-	data []*net.UDPConn
+	data *sprayer
 	// tx puts one packet on the wire to dst: DATA through source port
 	// path (0..Paths-1), control (path -1) through the CS7 socket. The
 	// sockets' write (open sets it), or a test's network.
@@ -47,9 +47,10 @@ type endpoint struct {
 	deliver func(id uint64, off int64, b []byte)
 
 	mu        sync.Mutex
-	sendPacer pacer  // DATA
-	pullPacer pacer  // PULLs
-	fastBuf   []byte // the DATA packet a receive sends at once (under mu)
+	sendPacer pacer         // DATA
+	pullPacer pacer         // PULLs
+	timerWake chan struct{} // a message began: the timers have work again
+	fastBuf   []byte        // the DATA packet a receive sends at once (under mu)
 	outgoing  map[uint64]*outMsg
 	order     []*outMsg // outgoing in the order they are served, round robin
 	rr        int
@@ -79,8 +80,9 @@ func newEndpoint(env *transport.Env, args Args, w *transport.Writer, sched []tra
 	e := &endpoint{env: env, args: args, log: log, w: w, pay: pay, port: args.Port,
 		iw: packets(int64(args.IW), pay), rto: time.Duration(args.RTO), gap: frameTime(env, env.MTU),
 		sendPacer: pacer{wake: make(chan struct{}, 1)}, pullPacer: pacer{wake: make(chan struct{}, 1)},
-		fastBuf:  make([]byte, HeaderLen+pay),
-		outgoing: map[uint64]*outMsg{}, incoming: map[uint64]*inMsg{}, done: map[uint64]bool{},
+		timerWake: make(chan struct{}, 1),
+		fastBuf:   make([]byte, HeaderLen+pay),
+		outgoing:  map[uint64]*outMsg{}, incoming: map[uint64]*inMsg{}, done: map[uint64]bool{},
 		pulls: newPullQueue(), schedule: map[uint64]transport.Message{}}
 	for _, m := range sched {
 		e.schedule[m.ID] = m
@@ -98,38 +100,22 @@ func (e *endpoint) open(ctx context.Context) error {
 	}
 	e.in = pc.(*net.UDPConn)
 	_ = e.in.SetReadBuffer(8 << 20)
-	if e.ctl, err = e.socket(ctx, transport.DSCP(tc.DSCPHeader), false); err != nil {
+	if e.ctl, err = e.socket(ctx, transport.DSCP(tc.DSCPHeader)); err != nil {
 		return err
 	}
-	for range e.args.Paths {
-		c, err := e.socket(ctx, 0, true)
-		if err != nil {
-			return err
-		}
-		e.data = append(e.data, c)
+	if e.data, err = openSprayer(ctx, e.env.Addr, e.port); err != nil {
+		return err
 	}
 	e.tx = e.sendUDP
 	return nil
 }
 
 // socket is a sending socket on a port of its own whose packets carry dscp.
-//
-// DATA sockets (noCheck) send without a UDP checksum (SO_NO_CHECK, "none"
-// for IPv4): a switch that trims a packet cuts the bytes the checksum
-// covers, and a checksum the kernel left for the NIC to finish
-// (CHECKSUM_PARTIAL on a veth) was then completed over the trimmed packet
-// on its way through a delay line without the pseudo-header, so the
-// receiving host dropped every trimmed header as a checksum error
-// (InCsumErrors in its /proc/net/snmp, measured: 695 of 695). The NDP
-// header itself is what the receiver needs from a trimmed packet.
-func (e *endpoint) socket(ctx context.Context, dscp transport.DSCP, noCheck bool) (*net.UDPConn, error) {
+func (e *endpoint) socket(ctx context.Context, dscp transport.DSCP) (*net.UDPConn, error) {
 	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
 		var serr error
 		err := rc.Control(func(fd uintptr) {
 			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_TOS, dscp.TOS())
-			if serr == nil && noCheck {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_NO_CHECK, 1)
-			}
 		})
 		if err != nil {
 			return err
@@ -146,22 +132,27 @@ func (e *endpoint) socket(ctx context.Context, dscp transport.DSCP, noCheck bool
 }
 
 func (e *endpoint) close() {
-	for _, c := range append([]*net.UDPConn{e.in, e.ctl}, e.data...) {
+	for _, c := range []*net.UDPConn{e.in, e.ctl} {
 		if c != nil {
 			c.Close()
 		}
 	}
+	if e.data != nil {
+		e.data.close()
+	}
 }
 
-// sendUDP writes one packet to dst: DATA through the socket of its path,
+// sendUDP writes one packet to dst: DATA from the source port of its path,
 // control through the CS7 socket.
 func (e *endpoint) sendUDP(dst netip.Addr, path int, b []byte) {
 	e.pktsOut.Add(1)
-	c := e.ctl
+	var err error
 	if path >= 0 {
-		c = e.data[path%len(e.data)]
+		err = e.data.send(dst, path, b)
+	} else {
+		_, err = e.ctl.WriteToUDPAddrPort(b, netip.AddrPortFrom(dst, uint16(e.port)))
 	}
-	if _, err := c.WriteToUDPAddrPort(b, netip.AddrPortFrom(dst, uint16(e.port))); err != nil {
+	if err != nil {
 		e.log.Debug("send", "to", dst, "err", err)
 	}
 }
@@ -207,15 +198,27 @@ func signal(c chan struct{}) {
 func (e *endpoint) timers(ctx context.Context) {
 	// Tick at half the timeout, so a stall is noticed within 1.5
 	// timeouts, but no faster than every 5 ms: wake-ups cost CPU on a
-	// virtual machine, times every host. (An idle NDP process still uses
-	// about 6 % of a core, as it did ticking every 1.25 ms; with args
-	// rto: 100ms and a tick every 25 ms, 2 %: the cost per tick is not yet
-	// understood.)
-	tick := time.NewTicker(max(e.rto/2, 5*time.Millisecond))
+	// virtual machine, times every host.
+	every := max(e.rto/2, 5*time.Millisecond)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	samples := time.NewTicker(sampleEvery)
 	defer samples.Stop()
 	for {
+		// With no message on its way either way there is nothing to
+		// time: sleep until one begins (ticking idle cost each NDP
+		// process about 6 % of a core, TestIdleEndpointsSleep).
+		if e.idle() {
+			tick.Stop()
+			samples.Stop()
+			select {
+			case <-ctx.Done():
+				return
+			case <-e.timerWake:
+			}
+			tick.Reset(every)
+			samples.Reset(sampleEvery)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -230,6 +233,13 @@ func (e *endpoint) timers(ctx context.Context) {
 			e.mu.Unlock()
 		}
 	}
+}
+
+// idle says whether no message is being sent or received.
+func (e *endpoint) idle() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.outgoing) == 0 && len(e.incoming) == 0
 }
 
 // sampleEvery is how often a receiver samples its streams (the contract's

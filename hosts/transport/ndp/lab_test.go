@@ -25,12 +25,16 @@ import (
 // transport ndp` opens it, in this process so that the test sees what
 // every receiver's application gets.
 
-// labRun is one scenario: a star of hosts around switch s0.
+// labRun is one scenario: a star of hosts around switch s0, or topology.
 type labRun struct {
-	name  string // unique per scenario; the test process's id is added
-	hosts int
-	links string // the lab's links: settings
-	args  string // the scheme's args (FABRIC_ARGS)
+	name     string // unique per scenario; the test process's id is added
+	hosts    int
+	topology string // the lab's topology: settings; "" for the star
+	// inspect, when set, reads the lab when the schedule ends, before it
+	// goes down.
+	inspect func(lab *emu.Lab)
+	links   string // the lab's links: settings
+	args    string // the scheme's args (FABRIC_ARGS)
 	// msgs is the schedule, given every host's address.
 	msgs  func(addr map[string]netip.Addr) []transport.Message
 	limit time.Duration // how long the messages may take
@@ -56,7 +60,11 @@ func runLab(t testing.TB, r labRun) labResult {
 	t.Helper()
 	ctx := context.Background()
 	name := fmt.Sprintf("tn%d%s", os.Getpid()%100000, r.name)
-	spec, err := emu.Parse(name+".yaml", fmt.Appendf(nil, "name: %s\ntopology: {kind: star, hosts: %d}\nlinks: {%s}\nports: {ndp: {}}\n", name, r.hosts, r.links))
+	topology := r.topology
+	if topology == "" {
+		topology = fmt.Sprintf("{kind: star, hosts: %d}", r.hosts)
+	}
+	spec, err := emu.Parse(name+".yaml", fmt.Appendf(nil, "name: %s\ntopology: %s\nlinks: {%s}\nports: {ndp: {}}\n", name, topology, r.links))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,6 +100,12 @@ func runLab(t testing.TB, r labRun) labResult {
 			res.wire = fmt.Sprintf("delay lines: %d packets released, lateness p50 %v p99 %v max %v",
 				st.Released(), st.Lateness(0.5), st.Lateness(0.99), st.MaxLateness())
 		}
+	}
+	if r.inspect != nil {
+		r.inspect(lab)
+	}
+	if r.topology != "" {
+		return res
 	}
 	target, err := lab.PortTarget("s0", toward(lab, "h0"))
 	if err != nil {

@@ -173,8 +173,10 @@ func TestDeliveredOnceInOrderUnderTrimsLossAndReordering(t *testing.T) {
 	}
 	dl.mu.Unlock()
 	var st Stats
+	var mostSent int64 // by one endpoint: each sprays from its own first port on
 	for _, e := range eps {
 		e.mu.Lock()
+		mostSent = max(mostSent, e.stats.DataSent)
 		st.Trims += e.stats.Trims
 		st.Nacks += e.stats.Nacks
 		st.RTOs += e.stats.RTOs
@@ -183,13 +185,13 @@ func TestDeliveredOnceInOrderUnderTrimsLossAndReordering(t *testing.T) {
 		st.Pulls += e.stats.Pulls
 		e.mu.Unlock()
 	}
-	t.Logf("network: %d dropped, %d trimmed; endpoints: %d trims seen, %d NACKs, %d retransmitted (%d after an RTO), %d duplicates, %d PULLs; DATA per path %v",
-		net.dropped, net.chopped, st.Trims, st.Nacks, st.Retransmitted, st.RTOs, st.Dups, st.Pulls, net.paths)
+	t.Logf("network: %d dropped, %d trimmed; endpoints: %d trims seen, %d NACKs, %d retransmitted (%d after an RTO), %d duplicates, %d PULLs; DATA from %d source ports",
+		net.dropped, net.chopped, st.Trims, st.Nacks, st.Retransmitted, st.RTOs, st.Dups, st.Pulls, len(net.paths))
 	if st.Trims == 0 || st.Nacks == 0 || st.RTOs == 0 || st.Retransmitted < st.Nacks/2 {
 		t.Errorf("recovery was not exercised: %+v", st)
 	}
-	if len(net.paths) != DefaultPaths {
-		t.Errorf("DATA left from %d source ports, want %d", len(net.paths), DefaultPaths)
+	if want := min(DefaultPaths, int(mostSent)); len(net.paths) != want {
+		t.Errorf("DATA left from %d source ports, want %d (one per packet in turn)", len(net.paths), want)
 	}
 }
 

@@ -133,6 +133,7 @@ func (e *endpoint) newIncoming(src netip.Addr, h header) *inMsg {
 	im := &inMsg{id: h.id, src: src, size: int64(h.aux), n: n, prio: h.flags&flagPrio != 0, stream: stream,
 		have: have, held: map[uint32][]byte{}, inflight: int(min(e.iw, n))}
 	e.incoming[h.id] = im
+	signal(e.timerWake)
 	return im
 }
 

@@ -57,6 +57,7 @@ func (e *endpoint) start(m transport.Message) {
 	e.order = append(e.order, o)
 	e.mu.Unlock()
 	signal(e.sendPacer.wake)
+	signal(e.timerWake)
 }
 
 // priority says whether a message's PULLs jump the receiver's pull queue

@@ -1,0 +1,140 @@
+package tc_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fabric-emu/fabric/emu"
+	"github.com/fabric-emu/fabric/internal/testenv"
+	"github.com/fabric-emu/fabric/tc"
+	"github.com/fabric-emu/fabric/tc/tctest"
+)
+
+// TestNDPTrimmedChecksumsThroughDelayLines: trimmed headers keep a valid
+// UDP checksum after a delay line, which completes a checksum the kernel
+// left unfinished (NFQUEUE runs skb_checksum_help). Two senders of an emu
+// star of NDP ports at 10 Mbit/s each send 30 full-size NDP DATA packets at
+// once to h0, twice the rate of s0's port to h0, which trims. "down":
+// only the links toward the hosts have delay lines, so the port trims
+// packets whose checksum is not ready yet and the line after it completes
+// them; "both": the senders' lines complete the checksums before the port,
+// which must then write a full one. At h0, after the last line, every
+// captured trimmed header has a ready and valid UDP checksum, the socket
+// receives every NDP packet captured, and the host counts no checksum
+// error.
+func TestNDPTrimmedChecksumsThroughDelayLines(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, sc := range []struct{ name, delay string }{
+		{"down", "{down: 1ms}"},
+		{"both", "1ms"},
+	} {
+		t.Run(sc.name, func(t *testing.T) { testTrimmedChecksums(t, sc.name, sc.delay) })
+	}
+}
+
+func testTrimmedChecksums(t *testing.T, name, delay string) {
+	ctx := context.Background()
+	labName := fmt.Sprintf("tcs%d%s", os.Getpid()%100000, name)
+	spec, err := emu.Parse(labName+".yaml", fmt.Appendf(nil,
+		"name: %s\ntopology: {kind: star, hosts: 3}\nlinks: {rate: 10Mbit, delay: %s}\nports: {ndp: {data: 8pkts}}\n", labName, delay))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab, err := emu.Up(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := lab.Down(context.Background()); err != nil {
+			t.Errorf("lab %s down: %v", labName, err)
+		}
+	})
+	rx := lab.Graph.Node("h0")
+	sink := tctest.ListenUDP(t, lab, "h0", 7000)
+	capture := tctest.CaptureIn(t, lab, "h0", rx.Ifaces[0].Name)
+	errorsBefore := csumErrors(t, lab, "h0")
+
+	var wg sync.WaitGroup
+	for _, from := range []string{"h1", "h2"} {
+		wg.Go(func() {
+			_, err := tctest.SendUDP(ctx, lab, tctest.UDPStream{From: from, To: netip.AddrPortFrom(rx.Addr, 7000),
+				Rate: 1e9, Size: fullSize, NDPFlags: ndpData, Duration: 29 * fullSize * 8 * time.Second / 1e9})
+			if err != nil {
+				t.Errorf("send from %s: %v", from, err)
+			}
+		})
+	}
+	wg.Wait()
+	time.Sleep(500 * time.Millisecond) // 60 frames at 1.2 ms and the 1 ms lines drain
+	frames, received := capture.Frames(), len(sink.Received())
+
+	var ndp, trimmed, bad int
+	for _, f := range frames {
+		if !isNDP(f) {
+			continue
+		}
+		ndp++
+		if f.Data[43]&tc.NDPFlagChopped == 0 {
+			continue
+		}
+		trimmed++
+		if err := checkTrimmed(f); err != nil || f.CsumNotReady {
+			bad++
+			t.Errorf("trimmed frame %d: checksum not ready %v, %v", trimmed, f.CsumNotReady, err)
+		}
+	}
+	csumErrs := csumErrors(t, lab, "h0") - errorsBefore
+	t.Logf("delay %s: h0 captured %d NDP frames, %d trimmed (%d with a bad UDP checksum); its socket received %d; UDP InCsumErrors +%d",
+		delay, ndp, trimmed, bad, received, csumErrs)
+	if trimmed == 0 {
+		t.Errorf("nothing trimmed: the incast did not overflow the data queue")
+	}
+	if received != ndp || csumErrs != 0 {
+		t.Errorf("h0's socket received %d of the %d NDP frames that arrived; %d checksum errors", received, ndp, csumErrs)
+	}
+}
+
+// csumErrors is a host's UDP InCsumErrors (/proc/net/snmp in its namespace).
+func csumErrors(t *testing.T, ns tctest.Namespaces, host string) int {
+	t.Helper()
+	var n int
+	err := ns.Do(host, func() error {
+		// thread-self: the namespace of this (locked) thread, not of the
+		// process's first thread.
+		b, err := os.ReadFile("/proc/thread-self/net/snmp")
+		if err != nil {
+			return err
+		}
+		n, err = snmpField(string(b), "Udp:", "InCsumErrors")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// snmpField reads one counter of /proc/net/snmp, whose protocols each have
+// a line of names followed by a line of values.
+func snmpField(snmp, proto, field string) (int, error) {
+	lines := strings.Split(snmp, "\n")
+	for i := 0; i+1 < len(lines); i++ {
+		if !strings.HasPrefix(lines[i], proto) || !strings.HasPrefix(lines[i+1], proto) {
+			continue
+		}
+		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		for j, name := range names {
+			if name == field && j < len(values) {
+				return strconv.Atoi(values[j])
+			}
+		}
+	}
+	return 0, fmt.Errorf("no %s %s in /proc/net/snmp", proto, field)
+}
