@@ -180,8 +180,11 @@ type FidelityRecord struct {
 	Advice        string     `json:"advice,omitempty"`
 	PacerErrors   []string   `json:"pacer_errors,omitempty"`
 	// DelayLines is how the lab's delay lines kept their delays.
-	DelayLines     *DelayFidelity `json:"delay_lines,omitempty"`
-	EndpointErrors []string       `json:"endpoint_errors,omitempty"`
+	DelayLines *DelayFidelity `json:"delay_lines,omitempty"`
+	// NDP is what the lab's trimming ports did (NDP mode): counted, not
+	// judged, since trims and header drops are the network's behaviour.
+	NDP            *NDPFidelity `json:"ndp,omitempty"`
+	EndpointErrors []string     `json:"endpoint_errors,omitempty"`
 }
 
 // DelayFidelity is what the delay lines did during a trial's traffic.

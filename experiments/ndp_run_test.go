@@ -65,6 +65,26 @@ func TestQuickNDPIncast(t *testing.T) {
 	if !(ndp.QCTP50 > 0 && ndp.QCTP50 <= target) {
 		t.Errorf("NDP median QCT %.0f µs, want within 10 %% of N·S/C + RTT (%.0f µs)", ndp.QCTP50, target)
 	}
+	// Every trial's fidelity record carries the trimming counters of the
+	// lab's NDP ports (all 80 of the fat tree's switch ports), and only
+	// NDP's: N responses of 30 packets into an 8-packet data queue trim.
+	for _, tr := range res.Trials {
+		var fid FidelityRecord
+		b, err := os.ReadFile(filepath.Join(tr.Dir, "fidelity.json"))
+		if err == nil {
+			err = json.Unmarshal(b, &fid)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case tr.SchemeName == "ndp" && (fid.NDP == nil || fid.NDP.Ports != 80 || fid.NDP.Trimmed == 0):
+			t.Errorf("NDP trial's trimming counters: %+v", fid.NDP)
+		case tr.SchemeName != "ndp" && fid.NDP != nil:
+			t.Errorf("%s trial has NDP counters: %+v", tr.SchemeName, fid.NDP)
+		}
+		t.Logf("%s: NDP ports %+v", tr.SchemeName, fid.NDP)
+	}
 }
 
 // medianRTT is the median of the trials' unloaded RTTs (meta.json).

@@ -257,6 +257,7 @@ type trafficResult struct {
 	elapsed       time.Duration
 	before, after map[string]*tc.PortStats
 	delay         *DelayFidelity // nil without delay lines
+	ndp           *NDPFidelity   // nil without NDP ports
 }
 
 // runTraffic runs the schedule: captures from its start (or after the
@@ -264,6 +265,8 @@ type trafficResult struct {
 // SIGTERM, and the records checked against the schedule.
 func (t *trial) runTraffic(ctx context.Context) (*trafficResult, error) {
 	res := &trafficResult{before: t.portCounters(ctx)}
+	trimming := ndpTargets(t.lab)
+	ndpBefore := readNDP(ctx, trimming)
 	wire := t.lab.Wire()
 	var wireBefore delay.Stats
 	var wireCPU time.Duration
@@ -292,6 +295,7 @@ func (t *trial) runTraffic(ctx context.Context) (*trafficResult, error) {
 	res.samples = cpu.Stop()
 	res.elapsed = time.Since(t0)
 	res.after = t.portCounters(context.WithoutCancel(ctx))
+	res.ndp = ndpFidelity(ndpBefore, readNDP(context.WithoutCancel(ctx), trimming))
 	if wire != nil {
 		after, err := wire.Stats()
 		if err != nil {
@@ -377,6 +381,7 @@ func (t *trial) fidelity(tr *trafficResult) (fid *FidelityRecord, shortfall floa
 		}
 	}
 	fid.DelayLines = tr.delay
+	fid.NDP = tr.ndp
 	fid.Unfaithful = fid.CPUSaturated || fid.CaptureDrops > 0 || (tr.delay != nil && (tr.delay.Late || tr.delay.Unasked > 0))
 	fid.Advice = fid.advice(t.spec)
 	if err := writeCPUCSV(filepath.Join(t.dir, "cpu.csv"), tr.samples); err != nil {
