@@ -288,7 +288,7 @@ func (e *endpoint) kick(p *pacer, next func() (func(), time.Duration, bool)) {
 // pick is made only when the packet may go, so that it reflects
 // everything that arrived meanwhile.
 func (e *endpoint) pace(ctx context.Context, p *pacer, next func() (func(), time.Duration, bool)) {
-	transport.PinClockThread()
+	transport.PinTimerThread() // not real-time: it sends, and the send forwards the packet through the lab (docs/homa.md)
 	for ctx.Err() == nil {
 		e.mu.Lock()
 		now := time.Now()
