@@ -1,9 +1,14 @@
 package transport
 
 import (
+	"context"
 	"net"
 	"net/netip"
+	"strconv"
 	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // ReadPackets reads datagrams from c until it is closed, counts each in n
@@ -19,4 +24,52 @@ func ReadPackets(c *net.UDPConn, n *atomic.Int64, handle func(src netip.Addr, b 
 		n.Add(1)
 		handle(from.Addr().Unmap(), buf[:k])
 	}
+}
+
+// ListenUDP binds the UDP socket a transport receives on, at addr:port,
+// with an 8 MB receive buffer: a userspace receiver that the CPU holds up
+// for a few milliseconds must not lose what a 100 Mbit/s link brought
+// meanwhile. Call it inside the host's network namespace.
+func ListenUDP(ctx context.Context, addr netip.Addr, port int) (*net.UDPConn, error) {
+	var lc net.ListenConfig
+	pc, err := lc.ListenPacket(ctx, "udp4", net.JoinHostPort(addr.String(), strconv.Itoa(port)))
+	if err != nil {
+		return nil, err
+	}
+	c := pc.(*net.UDPConn)
+	_ = c.SetReadBuffer(8 << 20) // best effort: the kernel caps it at rmem_max
+	return c, nil
+}
+
+// ByID indexes a schedule's messages by their ID, as receivers look up what
+// a message that arrives was scheduled as.
+func ByID(sched []Message) map[uint64]Message {
+	out := make(map[uint64]Message, len(sched))
+	for _, m := range sched {
+		out[m.ID] = m
+	}
+	return out
+}
+
+// SendUDP opens a UDP socket at addr (any port) whose packets carry dscp,
+// with a send buffer of writeBuffer bytes: how a transport sends a traffic
+// class the switch ports classify. Call it inside the host's namespace.
+func SendUDP(ctx context.Context, addr netip.Addr, dscp DSCP, writeBuffer int) (*net.UDPConn, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_TOS, dscp.TOS())
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	c, err := lc.ListenPacket(ctx, "udp4", net.JoinHostPort(addr.String(), "0"))
+	if err != nil {
+		return nil, err
+	}
+	u := c.(*net.UDPConn)
+	_ = u.SetWriteBuffer(writeBuffer)
+	return u, nil
 }

@@ -6,13 +6,9 @@ import (
 	"net"
 	"net/netip"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/fabric-emu/fabric/hosts/transport"
 )
@@ -59,38 +55,21 @@ type Stats struct {
 func newEndpoint(env *transport.Env, args Args, prio Priorities, w *transport.Writer, sched []transport.Message, log *slog.Logger) *endpoint {
 	e := &endpoint{env: env, args: args, prio: prio, log: log, w: w, mtuPay: payloadSize(env.MTU), port: args.Port,
 		wake: make(chan struct{}, 1), outgoing: map[uint64]*outMsg{}, incoming: map[uint64]*inMsg{},
-		done: map[uint64]bool{}, schedule: map[uint64]transport.Message{}}
-	for _, m := range sched {
-		e.schedule[m.ID] = m
-	}
+		done: map[uint64]bool{}, schedule: transport.ByID(sched)}
 	return e
 }
 
 // open binds the receiving socket and one sending socket per priority.
 func (e *endpoint) open(ctx context.Context) error {
-	var lc net.ListenConfig
-	pc, err := lc.ListenPacket(ctx, "udp4", net.JoinHostPort(e.env.Addr.String(), strconv.Itoa(e.port)))
-	if err != nil {
+	var err error
+	if e.in, err = transport.ListenUDP(ctx, e.env.Addr, e.port); err != nil {
 		return err
 	}
-	e.in = pc.(*net.UDPConn)
-	_ = e.in.SetReadBuffer(8 << 20)
 	for p := range Levels {
-		tos := p << 5 // DSCP CS<p> in the TOS byte's upper six bits
-		lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
-			var serr error
-			err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_TOS, tos) })
-			if err != nil {
-				return err
-			}
-			return serr
-		}}
-		c, err := lc.ListenPacket(ctx, "udp4", net.JoinHostPort(e.env.Addr.String(), "0"))
-		if err != nil {
+		// Priority p is DSCP CS<p>, which the 8-band ports classify.
+		if e.out[p], err = transport.SendUDP(ctx, e.env.Addr, transport.DSCP(p<<3), 4<<20); err != nil {
 			return err
 		}
-		e.out[p] = c.(*net.UDPConn)
-		_ = e.out[p].SetWriteBuffer(4 << 20)
 	}
 	e.tx = e.sendUDP
 	return nil

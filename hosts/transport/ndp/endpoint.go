@@ -2,17 +2,12 @@ package ndp
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
-	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/fabric-emu/fabric/hosts/transport"
 	"github.com/fabric-emu/fabric/tc"
@@ -83,24 +78,18 @@ func newEndpoint(env *transport.Env, args Args, w *transport.Writer, sched []tra
 		timerWake: make(chan struct{}, 1),
 		fastBuf:   make([]byte, HeaderLen+pay),
 		outgoing:  map[uint64]*outMsg{}, incoming: map[uint64]*inMsg{}, done: map[uint64]bool{},
-		pulls: newPullQueue(), schedule: map[uint64]transport.Message{}}
-	for _, m := range sched {
-		e.schedule[m.ID] = m
-	}
+		pulls: newPullQueue(), schedule: transport.ByID(sched)}
 	return e
 }
 
 // open binds the receiving socket, the control socket and one DATA socket
 // per path; call it inside the host's network namespace.
 func (e *endpoint) open(ctx context.Context) error {
-	var lc net.ListenConfig
-	pc, err := lc.ListenPacket(ctx, "udp4", net.JoinHostPort(e.env.Addr.String(), strconv.Itoa(e.port)))
-	if err != nil {
+	var err error
+	if e.in, err = transport.ListenUDP(ctx, e.env.Addr, e.port); err != nil {
 		return err
 	}
-	e.in = pc.(*net.UDPConn)
-	_ = e.in.SetReadBuffer(8 << 20)
-	if e.ctl, err = e.socket(ctx, transport.DSCP(tc.DSCPHeader)); err != nil {
+	if e.ctl, err = transport.SendUDP(ctx, e.env.Addr, transport.DSCP(tc.DSCPHeader), 1<<20); err != nil {
 		return err
 	}
 	if e.data, err = openSprayer(ctx, e.env.Addr, e.port); err != nil {
@@ -108,27 +97,6 @@ func (e *endpoint) open(ctx context.Context) error {
 	}
 	e.tx = e.sendUDP
 	return nil
-}
-
-// socket is a sending socket on a port of its own whose packets carry dscp.
-func (e *endpoint) socket(ctx context.Context, dscp transport.DSCP) (*net.UDPConn, error) {
-	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
-		var serr error
-		err := rc.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_TOS, dscp.TOS())
-		})
-		if err != nil {
-			return err
-		}
-		return serr
-	}}
-	c, err := lc.ListenPacket(ctx, "udp4", net.JoinHostPort(e.env.Addr.String(), "0"))
-	if err != nil {
-		return nil, fmt.Errorf("ndp socket: %w", err)
-	}
-	u := c.(*net.UDPConn)
-	_ = u.SetWriteBuffer(1 << 20)
-	return u, nil
 }
 
 func (e *endpoint) close() {
