@@ -49,12 +49,30 @@ func TestStar(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Close()
-		if _, err := tx.Write([]byte("hello")); err != nil {
-			t.Fatal(err)
-		}
-		rx.SetReadDeadline(time.Now().Add(2 * time.Second))
+		// A datagram every 100 ms until one arrives: UDP promises nothing,
+		// and in CI one sent at once after bring-up was once lost (its
+		// neighbour resolution still under way).
+		sent := make(chan int, 1)
+		stop := make(chan struct{})
+		go func() {
+			n := 0
+			for {
+				if _, err := tx.Write([]byte("hello")); err == nil {
+					n++
+				}
+				select {
+				case <-stop:
+					sent <- n
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}()
+		rx.SetReadDeadline(time.Now().Add(3 * time.Second))
 		buf := make([]byte, 16)
 		n, from, err := rx.ReadFromUDP(buf)
+		close(stop)
+		t.Logf("a datagram arrived after %d sent", <-sent)
 		if err != nil || string(buf[:n]) != "hello" || !from.IP.Equal(s.Addr("a").AsSlice()) {
 			t.Fatalf("read %q from %v: %v", buf[:n], from, err)
 		}
