@@ -7,13 +7,14 @@ import (
 	"github.com/fabric-emu/fabric/internal/testenv"
 )
 
-// homa/slowdown's quick variants, on the star and on the fat tree: Homa's
-// 99th-percentile slowdown of the shortest half of W4's messages at 80 %
-// load is below cubic's (the thesis's Fig. 6.1 ordering; the quick runs
-// of 2026-11-25 measured 2.30 against 243 on the fat tree).
+// homa/slowdown-fattree's quick variant: Homa's 99th-percentile slowdown
+// of the shortest half of W4's messages at 80 % load is below cubic's (the
+// thesis's Fig. 6.1 ordering; quick runs of 2026-11-25 measured 2.30 and
+// 2.68 against 243 and 253). homa/slowdown's star runs the same transport
+// and pattern (2.40 against 240 the same day); CI's 20 minutes carry one.
 func TestQuickHomaSlowdown(t *testing.T) {
 	testenv.RequireRoot(t)
-	for _, name := range []string{"homa/slowdown", "homa/slowdown-fattree"} {
+	for _, name := range []string{"homa/slowdown-fattree"} {
 		t.Run(strings.ReplaceAll(name, "/", "-"), func(t *testing.T) {
 			res := runQuick(t, name)
 			homa, cubic := row(t, res, "homa", 0.8), row(t, res, "tcp-cubic", 0.8)
