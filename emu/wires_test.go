@@ -185,8 +185,16 @@ func TestWireSerialises(t *testing.T) {
 	if p50 < want-50*time.Microsecond || p50 > want+700*time.Microsecond {
 		t.Errorf("a lone 1442-byte datagram took %v, want %v plus the lab's base latency", p50, want)
 	}
-	gap := time.Duration(burst[len(burst)-1]-burst[0]) / time.Duration(len(burst)-1)
-	t.Logf("burst of %d: mean spacing %v (frame %v)", len(burst), gap, frame)
+	// The median spacing, not the mean: a sender descheduled once in its
+	// 2 ms burst (CI, 2026-11-25: 18 datagrams over 89 ms) spreads the
+	// burst without changing how the line spaces what it holds.
+	var gaps []time.Duration
+	for i := 1; i < len(burst); i++ {
+		gaps = append(gaps, time.Duration(burst[i]-burst[i-1]))
+	}
+	slices.Sort(gaps)
+	gap := gaps[len(gaps)/2]
+	t.Logf("burst of %d: median spacing %v, spacings %v (frame %v)", len(burst), gap, gaps, frame)
 	if gap < frame-50*time.Microsecond || gap > frame+200*time.Microsecond {
 		t.Errorf("a burst left %v apart, want one frame time %v", gap, frame)
 	}
