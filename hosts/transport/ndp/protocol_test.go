@@ -8,12 +8,12 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/fabric-emu/fabric/hosts/transport"
+	"github.com/fabric-emu/fabric/hosts/transport/transporttest"
 )
 
 // network joins endpoints in memory. Every packet may be lost, every DATA
@@ -88,48 +88,23 @@ func (d *delivery) deliver(id uint64, off int64, b []byte) {
 // returns them with a function that stops both and returns their records.
 func pair(t *testing.T, net *network, sched []transport.Message, dl *delivery) ([2]*endpoint, func() *transport.Set) {
 	t.Helper()
-	dir := t.TempDir()
-	addrs := [2]netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")}
-	peers := []transport.Peer{{Name: "a", Addr: addrs[0]}, {Name: "b", Addr: addrs[1]}}
-	ctx, cancel := context.WithCancel(context.Background())
 	var eps [2]*endpoint
-	var writers [2]*transport.Writer
-	var wg sync.WaitGroup
-	for i, p := range peers {
-		env := &transport.Env{Host: p.Name, Addr: p.Addr, Peers: peers, MTU: 1500, LinkRate: 200e6,
-			RTT: 200 * time.Microsecond, StartNS: time.Now().UnixNano()}
+	n := 0
+	stop := transporttest.Pair(t, 200e6, func(env *transport.Env, w *transport.Writer, goes func(func(context.Context))) {
 		args, err := withDefaults(env, Args{RTO: transport.Duration(20 * time.Millisecond), PrioBelow: 3000})
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := transport.OpenRecords(filepath.Join(dir, transport.FileName(p.Name)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		writers[i] = w
 		e := newEndpoint(env, args, w, sched, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-		e.tx = net.transmit(p.Addr)
+		e.tx = net.transmit(env.Addr)
 		e.deliver = dl.deliver
-		net.endpoints[p.Addr] = e
-		eps[i] = e
-		wg.Go(func() { e.timers(ctx) })
-		wg.Go(func() { e.sendLoop(ctx) })
-		wg.Go(func() { e.pullLoop(ctx) })
-	}
-	stop := func() *transport.Set {
-		cancel()
-		wg.Wait()
-		for _, w := range writers {
-			if err := w.Close(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		set, err := transport.ReadDir(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return set
-	}
+		net.endpoints[env.Addr] = e
+		eps[n] = e
+		n++
+		goes(e.timers)
+		goes(e.sendLoop)
+		goes(e.pullLoop)
+	})
 	return eps, stop
 }
 
