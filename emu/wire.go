@@ -215,9 +215,16 @@ func (s Spec) WithWires(w Wires) *Spec {
 func (s Spec) WithDelay(d time.Duration) *Spec {
 	all := &Delay{Up: &d, Down: &d}
 	s.Links.Delay, s.Links.Host.Delay, s.Links.Fabric.Delay = all, nil, nil
+	return s.withEveryLink(func(cl *CustomLink) { cl.Delay = nil })
+}
+
+// withEveryLink is s with clear applied to a copy of each custom link (so
+// that the lab-wide setting just made holds on every link) and its
+// resolved graph dropped.
+func (s Spec) withEveryLink(clear func(*CustomLink)) *Spec {
 	links := make([]CustomLink, len(s.Topology.Links))
 	for i, cl := range s.Topology.Links {
-		cl.Delay = nil
+		clear(&cl)
 		links[i] = cl
 	}
 	s.Topology.Links = links
@@ -230,14 +237,7 @@ func (s Spec) WithDelay(d time.Duration) *Spec {
 // ports' byte settings are kept, so only the capacity changes.
 func (s Spec) WithRate(r units.Rate) *Spec {
 	s.Links.Rate, s.Links.Host.Rate, s.Links.Fabric.Rate = &r, nil, nil
-	links := make([]CustomLink, len(s.Topology.Links))
-	for i, cl := range s.Topology.Links {
-		cl.Rate = nil
-		links[i] = cl
-	}
-	s.Topology.Links = links
-	s.resolved = nil
-	return &s
+	return s.withEveryLink(func(cl *CustomLink) { cl.Rate = nil })
 }
 
 func overDelay(base, top *Delay) *Delay {

@@ -59,12 +59,7 @@ func TestQuickSWPCapacity(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec = spec.WithQuick()
-	prefix := testPrefix("c")
-	t.Cleanup(func() {
-		if left := labLeftovers(t, prefix); len(left) > 0 {
-			t.Errorf("lab resources left behind: %v", left)
-		}
-	})
+	prefix := checkedPrefix(t, "c")
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer

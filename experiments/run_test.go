@@ -79,6 +79,18 @@ func labLeftovers(t *testing.T, prefix string) []string {
 }
 
 // runQuick runs a built-in scenario's quick variant into a temp dir.
+// checkedPrefix is a lab prefix of the test's own, and fails the test if
+// any resource with it is left when the test ends.
+func checkedPrefix(t *testing.T, letter string) string {
+	prefix := testPrefix(letter)
+	t.Cleanup(func() {
+		if left := labLeftovers(t, prefix); len(left) > 0 {
+			t.Errorf("lab resources left behind: %v", left)
+		}
+	})
+	return prefix
+}
+
 func runQuick(t *testing.T, name string) *Result {
 	t.Helper()
 	spec, err := Builtin(name)
@@ -86,12 +98,7 @@ func runQuick(t *testing.T, name string) *Result {
 		t.Fatal(err)
 	}
 	spec = spec.WithQuick()
-	prefix := testPrefix("q")
-	t.Cleanup(func() {
-		if left := labLeftovers(t, prefix); len(left) > 0 {
-			t.Errorf("lab resources left behind: %v", left)
-		}
-	})
+	prefix := checkedPrefix(t, "q")
 	var progress bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

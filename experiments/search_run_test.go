@@ -64,12 +64,7 @@ func TestSearchFindsAKnownCapacity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prefix := testPrefix("s")
-	t.Cleanup(func() {
-		if left := labLeftovers(t, prefix); len(left) > 0 {
-			t.Errorf("lab resources left behind: %v", left)
-		}
-	})
+	prefix := checkedPrefix(t, "s")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
