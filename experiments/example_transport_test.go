@@ -52,12 +52,7 @@ func runExample(t *testing.T, yaml string) map[string]*report.TrialSummary {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prefix := testPrefix("x")
-	t.Cleanup(func() {
-		if left := labLeftovers(t, prefix); len(left) > 0 {
-			t.Errorf("lab resources left behind: %v", left)
-		}
-	})
+	prefix := checkedPrefix(t, "x")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	res, err := Run(ctx, spec, Options{Out: t.TempDir(), LabPrefix: prefix, Seed: 5})

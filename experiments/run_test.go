@@ -249,12 +249,7 @@ func TestInterruptAndResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "runs")
-	prefix := testPrefix("i")
-	t.Cleanup(func() {
-		if left := labLeftovers(t, prefix); len(left) > 0 {
-			t.Errorf("lab resources left behind: %v", left)
-		}
-	})
+	prefix := checkedPrefix(t, "i")
 	var stderr syncBuffer
 	cmd := exec.Command(os.Args[0], "run", file, out, prefix)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
@@ -394,12 +389,7 @@ func TestSameSeedSameDraws(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prefix := testPrefix("r")
-	t.Cleanup(func() {
-		if left := labLeftovers(t, prefix); len(left) > 0 {
-			t.Errorf("lab resources left behind: %v", left)
-		}
-	})
+	prefix := checkedPrefix(t, "r")
 	run := func(seed uint64) *Result {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
