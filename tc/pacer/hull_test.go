@@ -177,13 +177,16 @@ func TestHULLPaperChecks(t *testing.T) {
 	if pq.meanUS >= dctcp.meanUS {
 		t.Errorf("DCTCP-PQ950 mean latency %.1f µs is not below DCTCP-K's %.1f µs", pq.meanUS, dctcp.meanUS)
 	}
-	// ... by leaving headroom: 80–95% of the line rate (paper: ~870 of
-	// 950 Mbps).
+	// ... by leaving headroom: below the phantom queue's 95 % drain rate,
+	// with most of the line kept. The paper's ~870 Mbps (§6.1, Fig. 8) is
+	// with the pacer; §4.4 (Fig. 6) gives ~770 Mbps with a slow pacer
+	// "and slightly lower without pacing", so the unpaced run's floor is
+	// 70 %. (CI once saw 79.3 of 100 Mbit/s here, under an 80 % floor.)
 	if windowLimited {
 		t.Logf("headroom check not reproducible: 2 flows × 2 segments = %.0f B > BDP %.0f B (min RTT %v at %v Mbit/s); DCTCP-PQ950 ran at %.1f Mbit/s",
 			floorBytes, bdp, min(dctcp.minRTT, pq.minRTT), hullRateMbit, pq.mbps)
-	} else if pq.mbps < 0.80*hullRateMbit || pq.mbps > 0.95*hullRateMbit {
-		t.Errorf("DCTCP-PQ950 throughput %.1f Mbit/s, want 80–95%% of %v", pq.mbps, hullRateMbit)
+	} else if pq.mbps < 0.70*hullRateMbit || pq.mbps > 0.95*hullRateMbit {
+		t.Errorf("DCTCP-PQ950 throughput %.1f Mbit/s, want 70–95%% of %v", pq.mbps, hullRateMbit)
 	}
 	// Pacer: not worse on either axis (margins for run-to-run noise on the
 	// shared machine: 25% on latency, 10% on throughput), and the flows
