@@ -106,17 +106,29 @@ func IWBytes(env *transport.Env) int64 {
 // serialisation on two links; 250 µs covers the rest.
 const HostRTT = 250 * time.Microsecond
 
-// RTO is the default retransmission timeout: four unloaded RTTs plus two
-// full 8-packet data queues' drain (the default NDP port queue, tc/ndp.go),
-// at least 5 ms. NDP §3.2 bounds the worst-case RTT by the small queues and
-// sets the RTO a little above it (400 µs worst RTT, RTO ≤ 1 ms at 10 Gb/s);
-// here a packet also waits behind software: a Go process's wake-ups, the
-// delay lines, a busy two-core machine, so the floor is milliseconds: at
-// 2 ms, one flow on loopback with the machine's load average at 5 resent
-// 4 % of its packets needlessly.
+// RTO is the default retransmission timeout: NDP's own, in packet times.
+// NDP §3.2 puts the worst-case RTT of a 10 Gb/s fat tree with 8-packet
+// queues of 9 KB jumbograms (7.2 µs each) at about 400 µs, "taking into
+// account NDP's priority queuing", and its RTO as low as 1 ms: rtoFrames
+// of the link's largest frame. Times scale and bytes do not, so the same
+// count of this host's frames is the scaled RTO (at 50 Mbit/s with 9 KB
+// frames, 200 ms: the paper's 1 ms × 200). Two unloaded RTTs are added for
+// a lab's delay lines, which the paper's testbed did not have; the floor
+// of 5 ms is for a Go process's wake-ups on a busy machine (at 2 ms, one
+// flow on loopback with the load average at 5 resent 4 % of its packets).
+//
+// Why not less: what delays a NACK is the header queue, which the switch
+// serves ratio headers per data packet (§3.1, 10:1). In a 15-to-1 incast
+// at 50 Mbit/s (ndp/incast, N = 15) NACKs came back up to 80 ms after
+// their packet left, and a timeout of 4 RTTs plus two 8-packet queues'
+// drain (23 ms) fired about 90 times per sender in 6 s, every one for a
+// packet trimmed, not lost, and 130 of the copies arrived as duplicates.
 func RTO(env *transport.Env) time.Duration {
-	return max(4*env.RTT+16*frameTime(env, env.MTU), 5*time.Millisecond)
+	return max(2*env.RTT+rtoFrames*frameTime(env, env.MTU), 5*time.Millisecond)
 }
+
+// rtoFrames is NDP's RTO in packet times: 1 ms / 7.2 µs (§3.2).
+const rtoFrames = 139
 
 // frameTime is how long a packet of ipBytes takes on this host's link as
 // fabric's ports count it: the IP packet and the 14-byte Ethernet header
