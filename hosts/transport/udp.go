@@ -8,23 +8,44 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 )
 
 // ReadPackets reads datagrams from c until it is closed, counts each in n
 // and hands it to handle with its sender's IPv4 address. b is reused: handle
 // must copy what it keeps. fabric's UDP transports (homa, ndp) share it.
+//
+// It reads up to readBatch datagrams per system call (recvmmsg, through
+// x/net's ipv4.PacketConn, the maintained wrapper of it): a receiver that
+// the CPU held up finds several datagrams waiting, and a system call per
+// datagram is what a busy two-core machine can least afford (the kernel's
+// page-table isolation makes each one dear). An idle receiver still gets
+// each datagram as it comes: the call returns what is there.
 func ReadPackets(c *net.UDPConn, n *atomic.Int64, handle func(src netip.Addr, b []byte)) {
-	buf := make([]byte, 65536)
+	pc := ipv4.NewPacketConn(c)
+	msgs := make([]ipv4.Message, readBatch)
+	for i := range msgs {
+		msgs[i].Buffers = [][]byte{make([]byte, 65536)}
+	}
 	for {
-		k, from, err := c.ReadFromUDPAddrPort(buf)
+		k, err := pc.ReadBatch(msgs, 0)
 		if err != nil {
 			return
 		}
-		n.Add(1)
-		handle(from.Addr().Unmap(), buf[:k])
+		n.Add(int64(k))
+		for _, m := range msgs[:k] {
+			var src netip.Addr
+			if a, ok := m.Addr.(*net.UDPAddr); ok {
+				src = a.AddrPort().Addr().Unmap()
+			}
+			handle(src, m.Buffers[0][:m.N])
+		}
 	}
 }
+
+// readBatch is the most datagrams ReadPackets takes per system call.
+const readBatch = 16
 
 // ListenUDP binds the UDP socket a transport receives on, at addr:port,
 // with an 8 MB receive buffer: a userspace receiver that the CPU holds up
