@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -150,5 +151,76 @@ func TestDeliveredOnceUnderLossAndReordering(t *testing.T) {
 	t.Logf("dropped %d packets; %d RESENDs, %d packets retransmitted, %d duplicates dropped", net.dropped, st.Resends, st.Retransmitted, st.Dups)
 	if net.dropped == 0 || st.Resends == 0 || st.Retransmitted == 0 {
 		t.Errorf("the network dropped %d packets and %d were resent: recovery was not exercised", net.dropped, st.Retransmitted)
+	}
+}
+
+// A sender sends the packet of the message with the fewest bytes left
+// first (SRPT, §3.4), whatever order messages started and were granted
+// in; a message leaves the ready heap when it has nothing it may send and
+// returns when a grant or RESEND gives it some.
+func TestSenderPicksFewestBytesLeft(t *testing.T) {
+	env := &transport.Env{MTU: 1500, LinkRate: 100e6, RTT: time.Millisecond}
+	args, err := withDefaults(env, Args{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEndpoint(env, args, Priorities{Unscheduled: 1}, nil, nil, slog.New(slog.DiscardHandler))
+	pay := int64(e.mtuPay)
+	sizes := map[uint64]int64{1: 40 * pay, 2: 3 * pay, 3: 10 * pay, 4: 2*pay + 1}
+	for _, id := range []uint64{1, 2, 3, 4} {
+		e.start(transport.Message{ID: id, Size: sizes[id]})
+	}
+	buf := make([]byte, HeaderLen+e.mtuPay)
+	var order []uint64
+	for {
+		_, _, pkt, ok := e.nextPacket(buf)
+		if !ok {
+			break
+		}
+		h, err := parseHeader(pkt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		order = append(order, h.id)
+	}
+	// Unscheduled bytes only (RTTbytes): each message's share, fewest
+	// bytes left first; ties never arise here.
+	var want []uint64
+	left := map[uint64]int64{}
+	for id, size := range sizes {
+		left[id] = size
+	}
+	sent := map[uint64]int64{}
+	for {
+		best := uint64(0)
+		for id, size := range sizes {
+			if sent[id] < min(args.RTTBytes, size) && (best == 0 || left[id] < left[best] || (left[id] == left[best] && id < best)) {
+				best = id
+			}
+		}
+		if best == 0 {
+			break
+		}
+		n := min(pay, sizes[best]-sent[best])
+		sent[best] += n
+		left[best] -= n
+		want = append(want, best)
+	}
+	if !slices.Equal(order, want) {
+		t.Fatalf("packets went in message order %v, want %v (RTTbytes %d, payload %d)", order, want, args.RTTBytes, pay)
+	}
+	if len(e.ready) != 0 {
+		t.Fatalf("%d messages still ready after everything allowed was sent", len(e.ready))
+	}
+	// A grant to the longest message makes it ready again.
+	e.onControl(netip.Addr{}, header{typ: typeGrant, id: 1, offset: uint32(sizes[1]), prio: 0}, time.Now())
+	if _, _, pkt, ok := e.nextPacket(buf); !ok || pkt[0] != typeData {
+		t.Fatalf("after a grant message 1 sent nothing")
+	} else if h, _ := parseHeader(pkt); h.id != 1 {
+		t.Fatalf("after a grant to message 1 the packet was message %d's", h.id)
+	}
+	e.onControl(netip.Addr{}, header{typ: typeDone, id: 1}, time.Now())
+	if _, _, _, ok := e.nextPacket(buf); ok || len(e.ready) != 0 {
+		t.Fatalf("after DONE message 1 still sends (ready %d)", len(e.ready))
 	}
 }

@@ -1,6 +1,7 @@
 package homa
 
 import (
+	"container/heap"
 	"context"
 	"net/netip"
 	"time"
@@ -19,6 +20,7 @@ type outMsg struct {
 	resend    []span // byte ranges the receiver asked for again
 	lastHeard time.Time
 	retries   int // first packets resent since the receiver last spoke
+	heapIndex int // its place in the endpoint's ready heap, -1 when not in it
 }
 
 // span is a byte range [off, end).
@@ -38,9 +40,11 @@ func (e *endpoint) start(m transport.Message) {
 		e.log.Warn("homa carries messages, not streams; skipped", "id", m.ID)
 		return
 	}
+	o := &outMsg{m: m, dst: m.DstAddr, size: m.Size, granted: min(e.args.RTTBytes, m.Size),
+		schedPrio: e.prio.Sched(0), lastHeard: time.Now(), heapIndex: -1}
 	e.mu.Lock()
-	e.outgoing[m.ID] = &outMsg{m: m, dst: m.DstAddr, size: m.Size, granted: min(e.args.RTTBytes, m.Size),
-		schedPrio: e.prio.Sched(0), lastHeard: time.Now()}
+	e.outgoing[m.ID] = o
+	e.updateReady(o)
 	e.mu.Unlock()
 	e.signal()
 }
@@ -49,15 +53,10 @@ func (e *endpoint) start(m transport.Message) {
 // message with the fewest bytes left (SRPT at the sender). It returns the
 // packet's destination, priority and bytes, or false when nothing may go.
 func (e *endpoint) nextPacket(buf []byte) (netip.Addr, uint8, []byte, bool) {
-	var best *outMsg
-	for _, o := range e.outgoing {
-		if o.pending() && (best == nil || o.remaining() < best.remaining() || (o.remaining() == best.remaining() && o.m.ID < best.m.ID)) {
-			best = o
-		}
-	}
-	if best == nil {
+	if len(e.ready) == 0 {
 		return netip.Addr{}, 0, nil, false
 	}
+	best := e.ready[0]
 	off, retrans := best.next, false
 	if len(best.resend) > 0 {
 		off, retrans = best.resend[0].off, true
@@ -72,6 +71,7 @@ func (e *endpoint) nextPacket(buf []byte) (netip.Addr, uint8, []byte, bool) {
 	} else {
 		best.next = end
 	}
+	e.updateReady(best)
 	prio := best.schedPrio
 	if off < e.args.RTTBytes {
 		prio = e.prio.Unsched(best.size - off)
@@ -154,26 +154,69 @@ func (e *endpoint) onControl(src netip.Addr, h header, now time.Time) {
 	case typeGrant:
 		o.granted = max(o.granted, min(int64(h.offset), o.size))
 		o.schedPrio = h.prio
+		e.updateReady(o)
 		e.signal()
 	case typeResend:
 		o.resend = append(o.resend, span{int64(h.offset), min(int64(h.offset)+int64(h.length), o.size)})
 		if e.shorterPending(o) {
 			e.control(src, header{typ: typeBusy, id: h.id})
 		}
+		e.updateReady(o)
 		e.signal()
 	case typeDone:
 		delete(e.outgoing, h.id)
+		if o.heapIndex >= 0 {
+			heap.Remove(&e.ready, o.heapIndex)
+		}
 	}
+}
+
+// updateReady keeps o in e.ready exactly while it has a packet it may
+// send, in its place by bytes left; call it after anything that changes
+// o.pending() or o.remaining().
+func (e *endpoint) updateReady(o *outMsg) {
+	switch in := o.heapIndex >= 0; {
+	case in && o.pending():
+		heap.Fix(&e.ready, o.heapIndex)
+	case in:
+		heap.Remove(&e.ready, o.heapIndex)
+	case o.pending():
+		heap.Push(&e.ready, o)
+	}
+}
+
+// readyHeap is a min-heap of outgoing messages by bytes left, then ID
+// (SRPT at the sender, §3.4); each message knows its index.
+type readyHeap []*outMsg
+
+func (h readyHeap) Len() int { return len(h) }
+func (h readyHeap) Less(i, j int) bool {
+	a, b := h[i], h[j]
+	return a.remaining() < b.remaining() || (a.remaining() == b.remaining() && a.m.ID < b.m.ID)
+}
+func (h readyHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIndex, h[j].heapIndex = i, j
+}
+func (h *readyHeap) Push(x any) {
+	o := x.(*outMsg)
+	o.heapIndex = len(*h)
+	*h = append(*h, o)
+}
+func (h *readyHeap) Pop() any {
+	old := *h
+	o := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	o.heapIndex = -1
+	return o
 }
 
 // shorterPending reports whether another message will go before o.
 func (e *endpoint) shorterPending(o *outMsg) bool {
-	for _, x := range e.outgoing {
-		if x != o && x.pending() && x.remaining() < o.remaining() {
-			return true
-		}
-	}
-	return false
+	// The heap's top has the fewest bytes left: when it is o, nothing has
+	// fewer.
+	return len(e.ready) > 0 && e.ready[0] != o && e.ready[0].remaining() < o.remaining()
 }
 
 // retrySilent re-sends the first packet of a message whose receiver has
@@ -185,6 +228,7 @@ func (e *endpoint) retrySilent(now time.Time) {
 	for _, o := range e.outgoing {
 		if !o.pending() && now.Sub(o.lastHeard) > backoff(2*time.Duration(e.args.ResendAfter), o.retries) {
 			o.resend = append(o.resend, span{0, min(int64(e.mtuPay), o.size)})
+			e.updateReady(o)
 			o.lastHeard = now
 			o.retries++
 			e.stats.FirstResends++
