@@ -3,6 +3,7 @@ package experiments
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -110,5 +111,58 @@ func TestSearchFindsAKnownCapacity(t *testing.T) {
 	}
 	if a := again.Schemes[0]; a.RateBPS != got.RateBPS || len(a.Steps) != len(got.Steps) {
 		t.Errorf("resumed search found %.4g in %d probes, the first %.4g in %d", a.RateBPS, len(a.Steps), got.RateBPS, len(got.Steps))
+	}
+
+	// An interrupted search: search.json written before the last two
+	// probes were judged, and the last probe's trial never run. --resume
+	// judges the second-to-last again from its kept trial, runs only the
+	// last one's, and reaches the same answer.
+	if len(got.Steps) < 3 {
+		t.Fatalf("the search took %d probes; the interruption needs 3", len(got.Steps))
+	}
+	last, secondLast := s.probePoint("fifo", got.Steps[len(got.Steps)-1].Probe), s.probePoint("fifo", got.Steps[len(got.Steps)-2].Probe)
+	forgetProbes(t, res.Dir, last.Name, secondLast.Name)
+	if err := os.RemoveAll(s.trialDir(last, 1)); err != nil {
+		t.Fatal(err)
+	}
+	progress.Reset()
+	resumed, err := Search(ctx, spec, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("resumed after the interruption:\n%s", progress.String())
+	if n := strings.Count(progress.String(), " trial "); n != 1 {
+		t.Errorf("resuming ran %d trials, want 1 (the last probe's)", n)
+	}
+	if a := resumed.Schemes[0]; a.RateBPS != got.RateBPS || len(a.Steps) != len(got.Steps) {
+		t.Errorf("resumed after the interruption: %.4g in %d probes, the first run %.4g in %d", a.RateBPS, len(a.Steps), got.RateBPS, len(got.Steps))
+	}
+}
+
+// forgetProbes rewrites a run's search.json without the named probes, as
+// an interruption before they were judged leaves it.
+func forgetProbes(t *testing.T, runDir string, names ...string) {
+	t.Helper()
+	path := filepath.Join(runDir, searchFileName)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f searchFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if _, ok := f.Probes[n]; !ok {
+			t.Fatalf("%s has no probe %s", path, n)
+		}
+		delete(f.Probes, n)
+	}
+	f.Schemes = nil
+	if b, err = json.Marshal(f); err == nil {
+		err = os.WriteFile(path, b, 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }
