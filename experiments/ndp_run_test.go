@@ -5,11 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fabric-emu/fabric/hosts/transport/transporttest"
 	"github.com/fabric-emu/fabric/internal/testenv"
 )
 
@@ -89,50 +89,13 @@ func TestQuickNDPIncast(t *testing.T) {
 		}
 		t.Logf("%s: NDP ports %+v", tr.SchemeName, fid.NDP)
 		if tr.SchemeName == "ndp" {
-			rtos := ndpSenderStat(t, tr.Dir, "rtos")
+			rtos := transporttest.SumStats(t, filepath.Join(tr.Dir, "logs"), "ndp stats", "rtos")["rtos"]
 			t.Logf("NDP senders' RTOs: %d", rtos)
 			if rtos != 0 {
 				t.Errorf("NDP senders fired %d RTOs (want none at N = %d)", rtos, n)
 			}
 		}
 	}
-}
-
-// ndpSenderStat sums one counter of the "ndp stats" line every NDP host
-// logs when it stops (hosts/transport/ndp), over a trial's hosts.
-func ndpSenderStat(t *testing.T, trialDir, name string) int64 {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(trialDir, "logs", "*.transport.log"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no transport logs in %s: %v", trialDir, err)
-	}
-	var sum int64
-	found := 0
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for line := range strings.Lines(string(b)) {
-			if !strings.Contains(line, `msg="ndp stats"`) {
-				continue
-			}
-			for field := range strings.FieldsSeq(line) {
-				if v, ok := strings.CutPrefix(field, name+"="); ok {
-					k, err := strconv.ParseInt(v, 10, 64)
-					if err != nil {
-						t.Fatalf("%s: %s: %v", f, field, err)
-					}
-					sum += k
-					found++
-				}
-			}
-		}
-	}
-	if found != len(files) {
-		t.Fatalf("%d of %d transport logs in %s have an ndp stats line with %s", found, len(files), trialDir, name)
-	}
-	return sum
 }
 
 // medianRTT is the median of the trials' unloaded RTTs (meta.json).

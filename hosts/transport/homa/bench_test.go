@@ -1,17 +1,15 @@
 package homa_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/fabric-emu/fabric/experiments"
+	"github.com/fabric-emu/fabric/hosts/transport/transporttest"
 	"github.com/fabric-emu/fabric/internal/testenv"
 )
 
@@ -51,29 +49,8 @@ duration: 10s
 	}
 }
 
-var statsLine = regexp.MustCompile(`msg="homa stats".* packets=(\d+) cpu_us=(\d+)`)
-
 // homaStats sums every host's packets and CPU from the transports' logs.
 func homaStats(b *testing.B, dir string) (int64, time.Duration) {
-	files, _ := filepath.Glob(filepath.Join(dir, "*.transport.log"))
-	var pkts, us int64
-	for _, f := range files {
-		fh, err := os.Open(f)
-		if err != nil {
-			b.Fatal(err)
-		}
-		sc := bufio.NewScanner(fh)
-		for sc.Scan() {
-			if m := statsLine.FindStringSubmatch(sc.Text()); m != nil {
-				p, _ := strconv.ParseInt(m[1], 10, 64)
-				c, _ := strconv.ParseInt(m[2], 10, 64)
-				pkts, us = pkts+p, us+c
-			}
-		}
-		fh.Close()
-	}
-	if len(files) == 0 || pkts == 0 {
-		b.Fatalf("no homa stats in %s", dir)
-	}
-	return pkts, time.Duration(us) * time.Microsecond
+	sums := transporttest.SumStats(b, dir, "homa stats", "packets", "cpu_us")
+	return sums["packets"], time.Duration(sums["cpu_us"]) * time.Microsecond
 }

@@ -223,4 +223,15 @@ func TestSenderPicksFewestBytesLeft(t *testing.T) {
 	if _, _, _, ok := e.nextPacket(buf); ok || len(e.ready) != 0 {
 		t.Fatalf("after DONE message 1 still sends (ready %d)", len(e.ready))
 	}
+	// A RESEND makes a message that had sent everything ready again, for
+	// the range asked for only.
+	e.onControl(netip.Addr{}, header{typ: typeResend, id: 2, offset: uint32(pay), length: uint32(pay)}, time.Now())
+	if _, _, pkt, ok := e.nextPacket(buf); !ok {
+		t.Fatalf("after a RESEND message 2 sent nothing")
+	} else if h, _ := parseHeader(pkt); h.id != 2 || int64(h.offset) != pay {
+		t.Fatalf("after a RESEND of message 2 at %d the packet was message %d's at %d", pay, h.id, h.offset)
+	}
+	if _, _, _, ok := e.nextPacket(buf); ok || len(e.ready) != 0 {
+		t.Fatalf("after the resent packet something still sends (ready %d)", len(e.ready))
+	}
 }

@@ -121,8 +121,9 @@ const HostRTT = 250 * time.Microsecond
 // serves ratio headers per data packet (§3.1, 10:1). In a 15-to-1 incast
 // at 50 Mbit/s (ndp/incast, N = 15) NACKs came back up to 80 ms after
 // their packet left, and a timeout of 4 RTTs plus two 8-packet queues'
-// drain (23 ms) fired about 90 times per sender in 6 s, every one for a
-// packet trimmed, not lost, and 130 of the copies arrived as duplicates.
+// drain (23 ms) fired 1166 times in 6 s (up to 124 per sender), every one
+// for a packet trimmed, not lost, and 130 of the copies arrived as
+// duplicates.
 func RTO(env *transport.Env) time.Duration {
 	return max(2*env.RTT+rtoFrames*frameTime(env, env.MTU), 5*time.Millisecond)
 }
