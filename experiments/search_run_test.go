@@ -114,15 +114,19 @@ func TestSearchFindsAKnownCapacity(t *testing.T) {
 	}
 
 	// An interrupted search: search.json written before the last two
-	// probes were judged, and the last probe's trial never run. --resume
-	// judges the second-to-last again from its kept trial, runs only the
-	// last one's, and reaches the same answer.
+	// probes were judged, and the second-to-last probe's trial gone.
+	// --resume runs only that trial, judges the last probe again from its
+	// kept trial, and reaches the same answer. The trial run again is the
+	// second-to-last's because it lies well above R*: the last probe lies
+	// within the tolerance of R*, where a new trial can go either way (CI
+	// saw 1.253 Mbit/s met at 0.81× its target, and run again missed at
+	// 1.05×).
 	if len(got.Steps) < 3 {
 		t.Fatalf("the search took %d probes; the interruption needs 3", len(got.Steps))
 	}
 	last, secondLast := s.probePoint("fifo", got.Steps[len(got.Steps)-1].Probe), s.probePoint("fifo", got.Steps[len(got.Steps)-2].Probe)
 	forgetProbes(t, res.Dir, last.Name, secondLast.Name)
-	if err := os.RemoveAll(s.trialDir(last, 1)); err != nil {
+	if err := os.RemoveAll(s.trialDir(secondLast, 1)); err != nil {
 		t.Fatal(err)
 	}
 	progress.Reset()
@@ -132,7 +136,7 @@ func TestSearchFindsAKnownCapacity(t *testing.T) {
 	}
 	t.Logf("resumed after the interruption:\n%s", progress.String())
 	if n := strings.Count(progress.String(), " trial "); n != 1 {
-		t.Errorf("resuming ran %d trials, want 1 (the last probe's)", n)
+		t.Errorf("resuming ran %d trials, want 1 (the second-to-last probe's)", n)
 	}
 	if a := resumed.Schemes[0]; a.RateBPS != got.RateBPS || len(a.Steps) != len(got.Steps) {
 		t.Errorf("resumed after the interruption: %.4g in %d probes, the first run %.4g in %d", a.RateBPS, len(a.Steps), got.RateBPS, len(got.Steps))
