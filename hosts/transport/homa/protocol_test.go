@@ -165,6 +165,10 @@ func TestSenderPicksFewestBytesLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newEndpoint(env, args, Priorities{Unscheduled: 1}, nil, nil, slog.New(slog.DiscardHandler))
+	// The link stays busy, so that starts and grants leave every packet
+	// to the pacer's loop, whose picks the test makes by hand.
+	e.pacer.Reserve(time.Now(), time.Hour)
+	e.tx = func(netip.Addr, uint8, []byte) { t.Fatal("a packet was sent at once while the link was busy") }
 	pay := int64(e.mtuPay)
 	sizes := map[uint64]int64{1: 40 * pay, 2: 3 * pay, 3: 10 * pay, 4: 2*pay + 1}
 	for _, id := range []uint64{1, 2, 3, 4} {
@@ -209,8 +213,8 @@ func TestSenderPicksFewestBytesLeft(t *testing.T) {
 	if !slices.Equal(order, want) {
 		t.Fatalf("packets went in message order %v, want %v (RTTbytes %d, payload %d)", order, want, args.RTTBytes, pay)
 	}
-	if len(e.ready) != 0 {
-		t.Fatalf("%d messages still ready after everything allowed was sent", len(e.ready))
+	if len(e.ready) != 0 || len(e.waiting) != len(sizes) {
+		t.Fatalf("after everything allowed was sent %d messages are ready and %d waiting, want 0 and %d", len(e.ready), len(e.waiting), len(sizes))
 	}
 	// A grant to the longest message makes it ready again.
 	e.onControl(netip.Addr{}, header{typ: typeGrant, id: 1, offset: uint32(sizes[1]), prio: 0}, time.Now())
@@ -220,8 +224,25 @@ func TestSenderPicksFewestBytesLeft(t *testing.T) {
 		t.Fatalf("after a grant to message 1 the packet was message %d's", h.id)
 	}
 	e.onControl(netip.Addr{}, header{typ: typeDone, id: 1}, time.Now())
-	if _, _, _, ok := e.nextPacket(buf); ok || len(e.ready) != 0 {
-		t.Fatalf("after DONE message 1 still sends (ready %d)", len(e.ready))
+	if _, _, _, ok := e.nextPacket(buf); ok || len(e.ready) != 0 || len(e.waiting) != len(sizes)-1 {
+		t.Fatalf("after DONE message 1 still sends (ready %d, waiting %d)", len(e.ready), len(e.waiting))
+	}
+	// A message silent for longer than the retry timeout sends its first
+	// packet again; those whose receivers spoke since do not.
+	later := time.Now().Add(3 * time.Duration(args.ResendAfter))
+	for o := range e.waiting {
+		if o.m.ID != 3 {
+			o.lastHeard = later
+		}
+	}
+	e.retrySilent(later)
+	if _, _, pkt, ok := e.nextPacket(buf); !ok {
+		t.Fatalf("a silent message's first packet was not sent again")
+	} else if h, _ := parseHeader(pkt); h.id != 3 || h.offset != 0 {
+		t.Fatalf("the retry sent message %d at %d, want message 3 at 0", h.id, h.offset)
+	}
+	if _, _, _, ok := e.nextPacket(buf); ok || e.stats.FirstResends != 1 {
+		t.Fatalf("the retry sent more than one packet (first resends %d)", e.stats.FirstResends)
 	}
 	// A RESEND makes a message that had sent everything ready again, for
 	// the range asked for only.

@@ -45,8 +45,8 @@ func (e *endpoint) start(m transport.Message) {
 	e.mu.Lock()
 	e.outgoing[m.ID] = o
 	e.updateReady(o)
+	e.kick()
 	e.mu.Unlock()
-	e.signal()
 }
 
 // nextPacket picks the packet to send: retransmissions first, then the
@@ -82,58 +82,46 @@ func (e *endpoint) nextPacket(buf []byte) (netip.Addr, uint8, []byte, bool) {
 	return best.dst, prio, buf[:HeaderLen+int(end-off)], true
 }
 
-// pace sends packets until ctx ends. With the pacer on it keeps to the
-// link rate, handing the NIC a packet just before the one on the wire has
-// left, so the host's own queue holds at most one and a short message
-// never waits behind a long one there (thesis §6.4, Fig. 6.5); off, it
-// sends every packet it may at once.
+// pace sends packets until ctx ends (transport.Pacer). With the pacer on
+// it keeps to the link rate, handing the NIC a packet just before the one
+// on the wire has left, so the host's own queue holds at most one and a
+// short message never waits behind a long one there (thesis §6.4,
+// Fig. 6.5); off, it sends every packet it may at once.
 func (e *endpoint) pace(ctx context.Context) {
-	transport.PinTimerThread()
 	buf := make([]byte, HeaderLen+e.mtuPay)
-	txTime := func(frameBytes int) time.Duration {
-		return time.Duration(float64(frameBytes) * 8e9 / float64(max(e.env.LinkRate, 1)))
-	}
-	// lead is how long before the NIC is free the next packet is handed
-	// over: the pacer's wake-ups are late by up to ~100 µs here, and a
-	// later hand-over would idle the link. Never more than one frame, so
-	// the NIC holds at most the packet on the wire and the next.
-	lead := min(pacerLead, txTime(e.env.MTU+14))
-	var free time.Time // when the link is free again, as the pacer counts
-	for ctx.Err() == nil {
-		e.mu.Lock()
-		dst, prio, pkt, ok := e.nextPacket(buf)
-		e.mu.Unlock()
-		if !ok {
-			// Everything that makes a packet sendable signals: a new
-			// message, a grant, a RESEND, a silent receiver's retry.
-			select {
-			case <-ctx.Done():
-				return
-			case <-e.wake:
-			}
-			continue
-		}
-		e.tx(dst, prio, pkt)
-		if !*e.args.Pacer {
-			continue
-		}
-		now := time.Now()
-		free = maxTime(free, now).Add(txTime(len(pkt) + 8 + 20 + 14)) // + UDP, IP, Ethernet headers
-		if free.Add(-lead).After(now) {
-			transport.SleepUntil(ctx, free.Add(-lead))
-		}
-	}
+	e.pacer.Run(ctx, &e.mu, func() (func(), time.Duration, bool) { return e.nextSend(buf) })
 }
 
-// pacerLead bounds how early the pacer hands the NIC its next packet.
+// kick sends the next packet at once if the link is free, from the
+// goroutine that made it sendable; call it with e.mu held.
+func (e *endpoint) kick() {
+	e.pacer.Kick(func() (func(), time.Duration, bool) { return e.nextSend(e.fastBuf) })
+}
+
+// nextSend is nextPacket for the pacer: how to send it and its time on
+// the link (none with the pacer off).
+func (e *endpoint) nextSend(buf []byte) (func(), time.Duration, bool) {
+	dst, prio, pkt, ok := e.nextPacket(buf)
+	if !ok {
+		return nil, 0, false
+	}
+	var gap time.Duration
+	if *e.args.Pacer {
+		gap = e.txTime(len(pkt) + 8 + 20 + 14) // + UDP, IP, Ethernet headers
+	}
+	return func() { e.tx(dst, prio, pkt) }, gap, true
+}
+
+// txTime is how long frameBytes take on the host's link.
+func (e *endpoint) txTime(frameBytes int) time.Duration {
+	return time.Duration(float64(frameBytes) * 8e9 / float64(max(e.env.LinkRate, 1)))
+}
+
+// pacerLead bounds how early the pacer hands the NIC its next packet: its
+// wake-ups are late by up to ~100 µs here, and a later hand-over would
+// idle the link. Never more than the packet's own time on the link, so the
+// NIC holds at most the packet on the wire and the next.
 const pacerLead = 200 * time.Microsecond
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
 
 // onControl handles what a receiver tells this sender.
 func (e *endpoint) onControl(src netip.Addr, h header, now time.Time) {
@@ -155,16 +143,17 @@ func (e *endpoint) onControl(src netip.Addr, h header, now time.Time) {
 		o.granted = max(o.granted, min(int64(h.offset), o.size))
 		o.schedPrio = h.prio
 		e.updateReady(o)
-		e.signal()
+		e.kick()
 	case typeResend:
 		o.resend = append(o.resend, span{int64(h.offset), min(int64(h.offset)+int64(h.length), o.size)})
 		if e.shorterPending(o) {
 			e.control(src, header{typ: typeBusy, id: h.id})
 		}
 		e.updateReady(o)
-		e.signal()
+		e.kick()
 	case typeDone:
 		delete(e.outgoing, h.id)
+		delete(e.waiting, o)
 		if o.heapIndex >= 0 {
 			heap.Remove(&e.ready, o.heapIndex)
 		}
@@ -172,16 +161,20 @@ func (e *endpoint) onControl(src netip.Addr, h header, now time.Time) {
 }
 
 // updateReady keeps o in e.ready exactly while it has a packet it may
-// send, in its place by bytes left; call it after anything that changes
-// o.pending() or o.remaining().
+// send, in its place by bytes left, and in e.waiting otherwise; call it
+// after anything that changes o.pending() or o.remaining().
 func (e *endpoint) updateReady(o *outMsg) {
 	switch in := o.heapIndex >= 0; {
 	case in && o.pending():
 		heap.Fix(&e.ready, o.heapIndex)
 	case in:
 		heap.Remove(&e.ready, o.heapIndex)
+		e.waiting[o] = struct{}{}
 	case o.pending():
+		delete(e.waiting, o)
 		heap.Push(&e.ready, o)
+	default:
+		e.waiting[o] = struct{}{}
 	}
 }
 
@@ -221,18 +214,18 @@ func (e *endpoint) shorterPending(o *outMsg) bool {
 
 // retrySilent re-sends the first packet of a message whose receiver has
 // said nothing for two resend timeouts (backed off after each retry)
-// although everything it may send has gone: all of its packets may have been lost, and a receiver cannot
-// ask for a message it never saw (§7.1 relies on the RPC's response for
+// although everything it may send has gone: all of its packets may have
+// been lost, and a receiver cannot ask for a message it never saw (§7.1 relies on the RPC's response for
 // this; a one-way message has none).
 func (e *endpoint) retrySilent(now time.Time) {
-	for _, o := range e.outgoing {
-		if !o.pending() && now.Sub(o.lastHeard) > backoff(2*time.Duration(e.args.ResendAfter), o.retries) {
+	for o := range e.waiting {
+		if now.Sub(o.lastHeard) > backoff(2*time.Duration(e.args.ResendAfter), o.retries) {
 			o.resend = append(o.resend, span{0, min(int64(e.mtuPay), o.size)})
 			e.updateReady(o)
 			o.lastHeard = now
 			o.retries++
 			e.stats.FirstResends++
-			e.signal()
+			e.pacer.Signal()
 		}
 	}
 }

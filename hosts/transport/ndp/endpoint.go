@@ -42,10 +42,10 @@ type endpoint struct {
 	deliver func(id uint64, off int64, b []byte)
 
 	mu        sync.Mutex
-	sendPacer pacer         // DATA
-	pullPacer pacer         // PULLs
-	timerWake chan struct{} // a message began: the timers have work again
-	fastBuf   []byte        // the DATA packet a receive sends at once (under mu)
+	sendPacer *transport.Pacer // DATA
+	pullPacer *transport.Pacer // PULLs
+	timerWake chan struct{}    // a message began: the timers have work again
+	fastBuf   []byte           // the DATA packet a receive sends at once (under mu)
 	outgoing  map[uint64]*outMsg
 	order     []*outMsg // outgoing in the order they are served, round robin
 	rr        int
@@ -74,7 +74,9 @@ func newEndpoint(env *transport.Env, args Args, w *transport.Writer, sched []tra
 	pay := payloadSize(env.MTU)
 	e := &endpoint{env: env, args: args, log: log, w: w, pay: pay, port: args.Port,
 		iw: packets(int64(args.IW), pay), rto: time.Duration(args.RTO), gap: frameTime(env, env.MTU),
-		sendPacer: pacer{wake: make(chan struct{}, 1)}, pullPacer: pacer{wake: make(chan struct{}, 1)},
+		// A pacer may hand a packet over up to its own time early
+		// (MaxLead 0), making up for a late wake-up.
+		sendPacer: transport.NewPacer(0), pullPacer: transport.NewPacer(0),
 		timerWake: make(chan struct{}, 1),
 		fastBuf:   make([]byte, HeaderLen+pay),
 		outgoing:  map[uint64]*outMsg{}, incoming: map[uint64]*inMsg{}, done: map[uint64]bool{},
@@ -213,73 +215,3 @@ func (e *endpoint) idle() bool {
 // sampleEvery is how often a receiver samples its streams (the contract's
 // sample record: every 100 ms).
 const sampleEvery = 100 * time.Millisecond
-
-// pacer spaces one kind of packet on the host's link: free is when the
-// next may go. Its loop (pace) sends what is left when it is due; a
-// packet that arrives when the pacer is idle and the link free goes at
-// once from the receiving goroutine (kick), which saves two thread
-// wake-ups per packet on the round trip and their CPU.
-type pacer struct {
-	free time.Time
-	wake chan struct{}
-}
-
-// reserve takes the slot of a packet of gap starting now: a late
-// wake-up is made up by sending the next packet early, but never more
-// than one gap early, so a backlog never leaves as a burst of more than
-// two packets.
-func (p *pacer) reserve(now time.Time, gap time.Duration) {
-	if p.free.Before(now.Add(-gap)) {
-		p.free = now.Add(-gap)
-	}
-	p.free = p.free.Add(gap)
-}
-
-// kick sends the next packet of p at once if its slot is free, and
-// otherwise leaves it to the pacer's loop. Call it with e.mu held.
-func (e *endpoint) kick(p *pacer, next func() (func(), time.Duration, bool)) {
-	now := time.Now()
-	if p.free.After(now) {
-		signal(p.wake)
-		return
-	}
-	if send, gap, ok := next(); ok {
-		p.reserve(now, gap)
-		send()
-		signal(p.wake) // the loop sends what remains when it is due
-	}
-}
-
-// pace runs a pacer's loop: next picks a packet under the lock (false:
-// nothing to send, wait to be woken) and returns how to send it and the
-// gap it takes on the link; the loop keeps to one packet per gap. The
-// pick is made only when the packet may go, so that it reflects
-// everything that arrived meanwhile.
-func (e *endpoint) pace(ctx context.Context, p *pacer, next func() (func(), time.Duration, bool)) {
-	transport.PinTimerThread() // not real-time: it sends, and the send forwards the packet through the lab (docs/homa.md)
-	for ctx.Err() == nil {
-		e.mu.Lock()
-		now := time.Now()
-		if free := p.free; free.After(now) {
-			e.mu.Unlock()
-			if !transport.SleepUntil(ctx, free) {
-				return
-			}
-			continue
-		}
-		send, gap, ok := next()
-		if ok {
-			p.reserve(now, gap)
-		}
-		e.mu.Unlock()
-		if !ok {
-			select {
-			case <-ctx.Done():
-				return
-			case <-p.wake:
-			}
-			continue
-		}
-		send()
-	}
-}

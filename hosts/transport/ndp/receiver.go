@@ -101,10 +101,10 @@ func (e *endpoint) pullAck(im *inMsg, now time.Time) bool {
 	// or take the scheduling jitter of both hosts: a PULLACK may go up to
 	// half a gap before its slot, which its reservation (from the slot,
 	// not from now) makes up, so PULLs still average one per gap.
-	if !im.needsPull() || !e.pulls.empty() || e.pullPacer.free.After(now.Add(e.gap/2)) {
+	if !im.needsPull() || !e.pulls.empty() || e.pullPacer.Free().After(now.Add(e.gap/2)) {
 		return false
 	}
-	e.pullPacer.reserve(now, e.gap)
+	e.pullPacer.Reserve(now, e.gap)
 	im.inflight++
 	im.pullNo++
 	e.stats.Pulls++
@@ -170,7 +170,7 @@ func (e *endpoint) maybePull(im *inMsg) {
 	if im.needsPull() {
 		im.queued++
 		e.pulls.push(im)
-		e.kick(&e.pullPacer, e.nextPull)
+		e.pullPacer.Kick(e.nextPull)
 	}
 }
 
@@ -249,7 +249,7 @@ func (e *endpoint) nextPull() (func(), time.Duration, bool) {
 // time on this host's link, so that the DATA they elicit arrives at the
 // link's rate (NDP §3.2).
 func (e *endpoint) pullLoop(ctx context.Context) {
-	e.pace(ctx, &e.pullPacer, e.nextPull)
+	e.pullPacer.Run(ctx, &e.mu, e.nextPull)
 }
 
 // repeatStalledPulls repeats the last PULL of every message that has had

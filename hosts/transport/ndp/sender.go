@@ -56,7 +56,7 @@ func (e *endpoint) start(m transport.Message) {
 	e.outgoing[m.ID] = o
 	e.order = append(e.order, o)
 	e.mu.Unlock()
-	signal(e.sendPacer.wake)
+	e.sendPacer.Signal()
 	signal(e.timerWake)
 }
 
@@ -144,12 +144,12 @@ func (e *endpoint) nextData(buf []byte) (func(), time.Duration, bool) {
 // queue in the host.
 func (e *endpoint) sendLoop(ctx context.Context) {
 	buf := make([]byte, HeaderLen+e.pay)
-	e.pace(ctx, &e.sendPacer, func() (func(), time.Duration, bool) { return e.nextData(buf) })
+	e.sendPacer.Run(ctx, &e.mu, func() (func(), time.Duration, bool) { return e.nextData(buf) })
 }
 
-// kickData sends a DATA packet at once if the link is free (kick).
+// kickData sends a DATA packet at once if the link is free (Pacer.Kick).
 func (e *endpoint) kickData() {
-	e.kick(&e.sendPacer, func() (func(), time.Duration, bool) { return e.nextData(e.fastBuf) })
+	e.sendPacer.Kick(func() (func(), time.Duration, bool) { return e.nextData(e.fastBuf) })
 }
 
 // onPull gives a message one more packet per step of the PULL counter
@@ -243,7 +243,7 @@ func (e *endpoint) retransmitTimedOut(now time.Time) {
 		}
 		if timedOut {
 			o.credit = max(o.credit, 1)
-			signal(e.sendPacer.wake)
+			e.sendPacer.Signal()
 		}
 	}
 }

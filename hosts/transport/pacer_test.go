@@ -1,0 +1,88 @@
+package transport
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+)
+
+// After an idle spell a pacer lets a packet go at once and the next up to
+// its lead early, never a longer burst; a lead capped below the packet's
+// time spaces the second packet by the difference.
+func TestPacerReserveBoundsTheBurst(t *testing.T) {
+	now := time.Unix(1000, 0)
+	gap := time.Millisecond
+	for _, c := range []struct {
+		maxLead, wantNext time.Duration // the second packet's earliest time after the first
+	}{
+		{0, 0}, // up to one gap early: back to back
+		{200 * time.Microsecond, 800 * time.Microsecond}, // 200 µs early at most
+	} {
+		p := NewPacer(c.maxLead)
+		p.Reserve(now, gap)
+		if got := p.Free().Sub(now); got != c.wantNext {
+			t.Errorf("MaxLead %v: the second packet may go %v after the first, want %v", c.maxLead, got, c.wantNext)
+		}
+		p.Reserve(p.Free(), gap)
+		if got := p.Free().Sub(now); got != c.wantNext+gap {
+			t.Errorf("MaxLead %v: the third packet may go %v after the first, want %v", c.maxLead, got, c.wantNext+gap)
+		}
+	}
+	// Unpaced packets (gap 0) never hold the next one back.
+	p := NewPacer(0)
+	for range 10 {
+		p.Reserve(now, 0)
+	}
+	if p.Free().After(now) {
+		t.Errorf("unpaced packets reserved the link until %v", p.Free().Sub(now))
+	}
+}
+
+// Kick sends at once only while the slot is free; otherwise it leaves the
+// packet to the loop, which sends it when it is due, one slot per packet.
+func TestPacerKickAndRun(t *testing.T) {
+	var mu sync.Mutex
+	p := NewPacer(0)
+	var sent []time.Time
+	left := 0
+	next := func() (func(), time.Duration, bool) {
+		if left == 0 {
+			return nil, 0, false
+		}
+		left--
+		return func() { sent = append(sent, time.Now()) }, 20 * time.Millisecond, true
+	}
+	mu.Lock()
+	left = 4
+	p.Kick(next) // the link is free: the first goes at once
+	p.Kick(next) // up to one gap early: so does the second
+	p.Kick(next) // the third must wait for its slot
+	if len(sent) != 2 || left != 2 {
+		t.Fatalf("three kicks on an idle link sent %d packets, want 2", len(sent))
+	}
+	mu.Unlock()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(ctx, &mu, next) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(sent)
+		mu.Unlock()
+		if n == 4 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	if len(sent) != 4 {
+		t.Fatalf("the loop sent %d of the 4 packets", len(sent))
+	}
+	// Sleeps are only ever late, so each slot is a lower bound.
+	if d := sent[3].Sub(sent[0]); d < 40*time.Millisecond {
+		t.Errorf("4 packets of 20 ms took %v from the first to the last, want ≥ 40 ms", d)
+	}
+}
