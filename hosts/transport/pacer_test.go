@@ -44,22 +44,33 @@ func TestPacerReserveBoundsTheBurst(t *testing.T) {
 func TestPacerKickAndRun(t *testing.T) {
 	var mu sync.Mutex
 	p := NewPacer(0)
+	// Run sends without mu, Kick with it: sent has a lock of its own.
+	var sentMu sync.Mutex
 	var sent []time.Time
+	sentCount := func() int {
+		sentMu.Lock()
+		defer sentMu.Unlock()
+		return len(sent)
+	}
 	left := 0
 	next := func() (func(), time.Duration, bool) {
 		if left == 0 {
 			return nil, 0, false
 		}
 		left--
-		return func() { sent = append(sent, time.Now()) }, 20 * time.Millisecond, true
+		return func() {
+			sentMu.Lock()
+			sent = append(sent, time.Now())
+			sentMu.Unlock()
+		}, 20 * time.Millisecond, true
 	}
 	mu.Lock()
 	left = 4
 	p.Kick(next) // the link is free: the first goes at once
 	p.Kick(next) // up to one gap early: so does the second
 	p.Kick(next) // the third must wait for its slot
-	if len(sent) != 2 || left != 2 {
-		t.Fatalf("three kicks on an idle link sent %d packets, want 2", len(sent))
+	if n := sentCount(); n != 2 || left != 2 {
+		t.Fatalf("three kicks on an idle link sent %d packets, want 2", n)
 	}
 	mu.Unlock()
 
@@ -67,13 +78,7 @@ func TestPacerKickAndRun(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); p.Run(ctx, &mu, next) }()
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		mu.Lock()
-		n := len(sent)
-		mu.Unlock()
-		if n == 4 || time.Now().After(deadline) {
-			break
-		}
+	for sentCount() != 4 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	cancel()

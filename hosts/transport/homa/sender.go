@@ -215,8 +215,8 @@ func (e *endpoint) shorterPending(o *outMsg) bool {
 // retrySilent re-sends the first packet of a message whose receiver has
 // said nothing for two resend timeouts (backed off after each retry)
 // although everything it may send has gone: all of its packets may have
-// been lost, and a receiver cannot ask for a message it never saw (§7.1 relies on the RPC's response for
-// this; a one-way message has none).
+// been lost, and a receiver cannot ask for a message it never saw (§7.1
+// relies on the RPC's response for this; a one-way message has none).
 func (e *endpoint) retrySilent(now time.Time) {
 	for o := range e.waiting {
 		if now.Sub(o.lastHeard) > backoff(2*time.Duration(e.args.ResendAfter), o.retries) {
