@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"net/netip"
 	"sync"
 	"time"
 )
@@ -24,20 +25,39 @@ type Pacer struct {
 	// was late is made up by sending the next packet early, but never
 	// more than this, so a backlog never leaves as a burst.
 	MaxLead time.Duration
+	src     Source
 	free    time.Time // when the next packet may go
-	wake    chan struct{}
+	wake    Wake
+	// Each path builds its packet in a buffer of its own: Run sends
+	// without the owner's lock, so a Kick meanwhile must not overwrite
+	// the packet Run is sending.
+	runBuf, kickBuf []byte
 }
 
-// NewPacer returns an idle pacer with the given MaxLead.
-func NewPacer(maxLead time.Duration) *Pacer {
-	return &Pacer{MaxLead: maxLead, wake: make(chan struct{}, 1)}
+// Packet is one packet a pacer hands its Source to send.
+type Packet struct {
+	To   netip.Addr
+	Tag  int // the owner's per-packet detail for Send: Homa's priority, NDP's path
+	Data []byte
+	Gap  time.Duration // its time on the link (0: unpaced, the next may follow at once)
 }
 
-// NextPacket picks the next packet under the owner's lock: how to send it
-// (called without the lock from Run, with it from Kick) and its time on
-// the link (0: unpaced, the next may follow at once); false when there is
-// nothing to send.
-type NextPacket func() (send func(), gap time.Duration, ok bool)
+// Source is the transport behind a pacer. Next is called under the owner's
+// lock; Send without it from Run and with it from Kick. Packets are values
+// in a buffer the pacer owns, so pacing a packet allocates nothing.
+type Source interface {
+	// Next builds the next packet in buf (of the size given to
+	// NewPacer); false when there is nothing to send.
+	Next(buf []byte) (Packet, bool)
+	Send(Packet)
+}
+
+// NewPacer returns an idle pacer with the given MaxLead that sends src's
+// packets of up to bufSize bytes.
+func NewPacer(maxLead time.Duration, bufSize int, src Source) *Pacer {
+	return &Pacer{MaxLead: maxLead, src: src, wake: NewWake(),
+		runBuf: make([]byte, bufSize), kickBuf: make([]byte, bufSize)}
+}
 
 // Free is when the next packet may go.
 func (p *Pacer) Free() time.Time { return p.free }
@@ -55,24 +75,22 @@ func (p *Pacer) Reserve(now time.Time, gap time.Duration) {
 }
 
 // Signal tells the loop there may be something new to send.
-func (p *Pacer) Signal() {
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
+func (p *Pacer) Signal() { p.wake.Signal() }
 
 // Kick sends the next packet at once if its slot is free, and otherwise
-// leaves it to the loop. Call it with the owner's lock held.
-func (p *Pacer) Kick(next NextPacket) {
+// leaves it to the loop. Call it with the owner's lock held. It sends
+// under that lock: the caller holds it deep in its packet handling, and
+// one send (the packet's trip through the lab's forwarding, tens of µs) is
+// all the receive path waits.
+func (p *Pacer) Kick() {
 	now := time.Now()
 	if p.free.After(now) {
 		p.Signal()
 		return
 	}
-	if send, gap, ok := next(); ok {
-		p.Reserve(now, gap)
-		send()
+	if pkt, ok := p.src.Next(p.kickBuf); ok {
+		p.Reserve(now, pkt.Gap)
+		p.src.Send(pkt)
 		p.Signal() // the loop sends what remains when it is due
 	}
 }
@@ -83,7 +101,7 @@ func (p *Pacer) Kick(next NextPacket) {
 // at normal priority: it sends, and the send forwards the packet through
 // the lab, so at real-time priority it took the CPU from the delay lines
 // (docs/homa.md).
-func (p *Pacer) Run(ctx context.Context, mu sync.Locker, next NextPacket) {
+func (p *Pacer) Run(ctx context.Context, mu sync.Locker) {
 	PinTimerThread()
 	for ctx.Err() == nil {
 		mu.Lock()
@@ -95,9 +113,9 @@ func (p *Pacer) Run(ctx context.Context, mu sync.Locker, next NextPacket) {
 			}
 			continue
 		}
-		send, gap, ok := next()
+		pkt, ok := p.src.Next(p.runBuf)
 		if ok {
-			p.Reserve(now, gap)
+			p.Reserve(now, pkt.Gap)
 		}
 		mu.Unlock()
 		if !ok {
@@ -108,6 +126,21 @@ func (p *Pacer) Run(ctx context.Context, mu sync.Locker, next NextPacket) {
 			}
 			continue
 		}
-		send()
+		p.src.Send(pkt)
+	}
+}
+
+// Wake is a doorbell for a goroutine that sleeps until there is work: a
+// ring never blocks, and rings while it is busy count as one.
+type Wake chan struct{}
+
+// NewWake returns a doorbell that has not rung.
+func NewWake() Wake { return make(Wake, 1) }
+
+// Signal rings it.
+func (w Wake) Signal() {
+	select {
+	case w <- struct{}{}:
+	default:
 	}
 }

@@ -19,7 +19,7 @@ func TestPacerReserveBoundsTheBurst(t *testing.T) {
 		{0, 0}, // up to one gap early: back to back
 		{200 * time.Microsecond, 800 * time.Microsecond}, // 200 µs early at most
 	} {
-		p := NewPacer(c.maxLead)
+		p := NewPacer(c.maxLead, 0, nil)
 		p.Reserve(now, gap)
 		if got := p.Free().Sub(now); got != c.wantNext {
 			t.Errorf("MaxLead %v: the second packet may go %v after the first, want %v", c.maxLead, got, c.wantNext)
@@ -30,7 +30,7 @@ func TestPacerReserveBoundsTheBurst(t *testing.T) {
 		}
 	}
 	// Unpaced packets (gap 0) never hold the next one back.
-	p := NewPacer(0)
+	p := NewPacer(0, 0, nil)
 	for range 10 {
 		p.Reserve(now, 0)
 	}
@@ -39,50 +39,62 @@ func TestPacerReserveBoundsTheBurst(t *testing.T) {
 	}
 }
 
+// countdown is a Source of left packets of 20 ms each; it records when
+// each was sent. Run sends without the owner's lock, Kick with it, so the
+// record has a lock of its own.
+type countdown struct {
+	left int // guarded by the owner's lock
+	mu   sync.Mutex
+	sent []time.Time
+}
+
+func (c *countdown) Next(buf []byte) (Packet, bool) {
+	if c.left == 0 {
+		return Packet{}, false
+	}
+	c.left--
+	buf[0] = byte(c.left)
+	return Packet{Data: buf[:1], Gap: 20 * time.Millisecond}, true
+}
+
+func (c *countdown) Send(p Packet) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sent = append(c.sent, time.Now())
+}
+
+func (c *countdown) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.sent)
+}
+
 // Kick sends at once only while the slot is free; otherwise it leaves the
 // packet to the loop, which sends it when it is due, one slot per packet.
 func TestPacerKickAndRun(t *testing.T) {
 	var mu sync.Mutex
-	p := NewPacer(0)
-	// Run sends without mu, Kick with it: sent has a lock of its own.
-	var sentMu sync.Mutex
-	var sent []time.Time
-	sentCount := func() int {
-		sentMu.Lock()
-		defer sentMu.Unlock()
-		return len(sent)
-	}
-	left := 0
-	next := func() (func(), time.Duration, bool) {
-		if left == 0 {
-			return nil, 0, false
-		}
-		left--
-		return func() {
-			sentMu.Lock()
-			sent = append(sent, time.Now())
-			sentMu.Unlock()
-		}, 20 * time.Millisecond, true
-	}
+	src := &countdown{}
+	p := NewPacer(0, 1, src)
 	mu.Lock()
-	left = 4
-	p.Kick(next) // the link is free: the first goes at once
-	p.Kick(next) // up to one gap early: so does the second
-	p.Kick(next) // the third must wait for its slot
-	if n := sentCount(); n != 2 || left != 2 {
+	src.left = 4
+	p.Kick() // the link is free: the first goes at once
+	p.Kick() // up to one gap early: so does the second
+	p.Kick() // the third must wait for its slot
+	if n := src.count(); n != 2 || src.left != 2 {
 		t.Fatalf("three kicks on an idle link sent %d packets, want 2", n)
 	}
 	mu.Unlock()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); p.Run(ctx, &mu, next) }()
+	go func() { defer close(done); p.Run(ctx, &mu) }()
 	deadline := time.Now().Add(10 * time.Second)
-	for sentCount() != 4 && time.Now().Before(deadline) {
+	for src.count() != 4 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	cancel()
 	<-done
+	sent := src.sent
 	if len(sent) != 4 {
 		t.Fatalf("the loop sent %d of the 4 packets", len(sent))
 	}

@@ -34,7 +34,6 @@ type endpoint struct {
 
 	mu       sync.Mutex
 	pacer    *transport.Pacer
-	fastBuf  []byte // the packet a kick sends at once (under mu)
 	outgoing map[uint64]*outMsg
 	// ready holds the outgoing messages that have a packet they may send
 	// now (pending), fewest bytes left first, so that picking the next
@@ -67,9 +66,9 @@ type Stats struct {
 
 func newEndpoint(env *transport.Env, args Args, prio Priorities, w *transport.Writer, sched []transport.Message, log *slog.Logger) *endpoint {
 	e := &endpoint{env: env, args: args, prio: prio, log: log, w: w, mtuPay: payloadSize(env.MTU), port: args.Port,
-		pacer: transport.NewPacer(pacerLead), fastBuf: make([]byte, HeaderLen+payloadSize(env.MTU)),
 		outgoing: map[uint64]*outMsg{}, waiting: map[*outMsg]struct{}{}, incoming: map[uint64]*inMsg{},
 		done: map[uint64]bool{}, schedule: transport.ByID(sched)}
+	e.pacer = transport.NewPacer(pacerLead, HeaderLen+e.mtuPay, dataSource{e})
 	return e
 }
 

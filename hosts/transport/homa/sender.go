@@ -87,30 +87,31 @@ func (e *endpoint) nextPacket(buf []byte) (netip.Addr, uint8, []byte, bool) {
 // on the wire has left, so the host's own queue holds at most one and a
 // short message never waits behind a long one there (thesis §6.4,
 // Fig. 6.5); off, it sends every packet it may at once.
-func (e *endpoint) pace(ctx context.Context) {
-	buf := make([]byte, HeaderLen+e.mtuPay)
-	e.pacer.Run(ctx, &e.mu, func() (func(), time.Duration, bool) { return e.nextSend(buf) })
-}
+func (e *endpoint) pace(ctx context.Context) { e.pacer.Run(ctx, &e.mu) }
 
 // kick sends the next packet at once if the link is free, from the
 // goroutine that made it sendable; call it with e.mu held.
-func (e *endpoint) kick() {
-	e.pacer.Kick(func() (func(), time.Duration, bool) { return e.nextSend(e.fastBuf) })
-}
+func (e *endpoint) kick() { e.pacer.Kick() }
 
-// nextSend is nextPacket for the pacer: how to send it and its time on
-// the link (none with the pacer off).
-func (e *endpoint) nextSend(buf []byte) (func(), time.Duration, bool) {
-	dst, prio, pkt, ok := e.nextPacket(buf)
+// dataSource is the sender's side of its pacer (transport.Source).
+type dataSource struct{ e *endpoint }
+
+// Next is nextPacket for the pacer, with the packet's time on the link
+// (none with the pacer off).
+func (s dataSource) Next(buf []byte) (transport.Packet, bool) {
+	dst, prio, pkt, ok := s.e.nextPacket(buf)
 	if !ok {
-		return nil, 0, false
+		return transport.Packet{}, false
 	}
 	var gap time.Duration
-	if *e.args.Pacer {
-		gap = e.txTime(len(pkt) + 8 + 20 + 14) // + UDP, IP, Ethernet headers
+	if *s.e.args.Pacer {
+		gap = s.e.txTime(len(pkt) + 8 + 20 + 14) // + UDP, IP, Ethernet headers
 	}
-	return func() { e.tx(dst, prio, pkt) }, gap, true
+	return transport.Packet{To: dst, Tag: int(prio), Data: pkt, Gap: gap}, true
 }
+
+// Send puts a DATA packet on the wire at its priority.
+func (s dataSource) Send(p transport.Packet) { s.e.tx(p.To, uint8(p.Tag), p.Data) }
 
 // txTime is how long frameBytes take on the host's link.
 func (e *endpoint) txTime(frameBytes int) time.Duration {

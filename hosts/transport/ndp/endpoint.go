@@ -44,8 +44,7 @@ type endpoint struct {
 	mu        sync.Mutex
 	sendPacer *transport.Pacer // DATA
 	pullPacer *transport.Pacer // PULLs
-	timerWake chan struct{}    // a message began: the timers have work again
-	fastBuf   []byte           // the DATA packet a receive sends at once (under mu)
+	timerWake transport.Wake   // a message began: the timers have work again
 	outgoing  map[uint64]*outMsg
 	order     []*outMsg // outgoing in the order they are served, round robin
 	rr        int
@@ -74,13 +73,13 @@ func newEndpoint(env *transport.Env, args Args, w *transport.Writer, sched []tra
 	pay := payloadSize(env.MTU)
 	e := &endpoint{env: env, args: args, log: log, w: w, pay: pay, port: args.Port,
 		iw: packets(int64(args.IW), pay), rto: time.Duration(args.RTO), gap: frameTime(env, env.MTU),
-		// A pacer may hand a packet over up to its own time early
-		// (MaxLead 0), making up for a late wake-up.
-		sendPacer: transport.NewPacer(0), pullPacer: transport.NewPacer(0),
-		timerWake: make(chan struct{}, 1),
-		fastBuf:   make([]byte, HeaderLen+pay),
+		timerWake: transport.NewWake(),
 		outgoing:  map[uint64]*outMsg{}, incoming: map[uint64]*inMsg{}, done: map[uint64]bool{},
 		pulls: newPullQueue(), schedule: transport.ByID(sched)}
+	// A pacer may hand a packet over up to its own time early (MaxLead
+	// 0), making up for a late wake-up.
+	e.sendPacer = transport.NewPacer(0, HeaderLen+pay, dataSource{e})
+	e.pullPacer = transport.NewPacer(0, HeaderLen, pullSource{e})
 	return e
 }
 
@@ -153,14 +152,6 @@ func (e *endpoint) handle(src netip.Addr, b []byte) {
 		e.onPull(h)
 	case h.flags&(flagAck|flagNack) != 0:
 		e.onAck(h, now)
-	}
-}
-
-// signal wakes a pacer without blocking.
-func signal(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
 	}
 }
 

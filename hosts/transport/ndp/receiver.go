@@ -133,7 +133,7 @@ func (e *endpoint) newIncoming(src netip.Addr, h header) *inMsg {
 	im := &inMsg{id: h.id, src: src, size: int64(h.aux), n: n, prio: h.flags&flagPrio != 0, stream: stream,
 		have: have, held: map[uint32][]byte{}, inflight: int(min(e.iw, n))}
 	e.incoming[h.id] = im
-	signal(e.timerWake)
+	e.timerWake.Signal()
 	return im
 }
 
@@ -170,7 +170,7 @@ func (e *endpoint) maybePull(im *inMsg) {
 	if im.needsPull() {
 		im.queued++
 		e.pulls.push(im)
-		e.pullPacer.Kick(e.nextPull)
+		e.pullPacer.Kick()
 	}
 }
 
@@ -219,14 +219,18 @@ func (e *endpoint) endStreams() {
 	}
 }
 
-// nextPull takes the next PULL from the queue, skipping those a finished
-// message or a message whose last packets are on their way no longer
-// needs, and returns the function that sends it.
-func (e *endpoint) nextPull() (func(), time.Duration, bool) {
+// pullSource is the receiver's side of its pull pacer (transport.Source).
+type pullSource struct{ e *endpoint }
+
+// Next takes the next PULL from the queue into buf, skipping those a
+// finished message or a message whose last packets are on their way no
+// longer needs.
+func (s pullSource) Next(buf []byte) (transport.Packet, bool) {
+	e := s.e
 	for {
 		im := e.pulls.pop()
 		if im == nil {
-			return nil, 0, false
+			return transport.Packet{}, false
 		}
 		im.queued--
 		if im.finished || !im.needsPull() {
@@ -240,17 +244,18 @@ func (e *endpoint) nextPull() (func(), time.Duration, bool) {
 		if im.prio {
 			h.flags |= flagPrio
 		}
-		src := im.src
-		return func() { e.control(src, h) }, e.gap, true
+		h.put(buf)
+		return transport.Packet{To: im.src, Data: buf[:HeaderLen], Gap: e.gap}, true
 	}
 }
+
+// Send puts a PULL on the wire through the control socket.
+func (s pullSource) Send(p transport.Packet) { s.e.tx(p.To, -1, p.Data) }
 
 // pullLoop is the receiver's pull pacer: one PULL per full-size packet
 // time on this host's link, so that the DATA they elicit arrives at the
 // link's rate (NDP §3.2).
-func (e *endpoint) pullLoop(ctx context.Context) {
-	e.pullPacer.Run(ctx, &e.mu, e.nextPull)
-}
+func (e *endpoint) pullLoop(ctx context.Context) { e.pullPacer.Run(ctx, &e.mu) }
 
 // repeatStalledPulls repeats the last PULL of every message that has had
 // no packet for an RTO: that PULL may have been lost, and the counter

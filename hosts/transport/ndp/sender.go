@@ -57,7 +57,7 @@ func (e *endpoint) start(m transport.Message) {
 	e.order = append(e.order, o)
 	e.mu.Unlock()
 	e.sendPacer.Signal()
-	signal(e.timerWake)
+	e.timerWake.Signal()
 }
 
 // priority says whether a message's PULLs jump the receiver's pull queue
@@ -92,14 +92,17 @@ func (e *endpoint) pick() *outMsg {
 	return nil
 }
 
-// nextData builds the next DATA packet in buf: a retransmission first
-// (NDP §3.2: "any packets queued for retransmission are sent first,
-// followed by new data"), then new data. It returns the function that
-// sends it, or false when no message may send.
-func (e *endpoint) nextData(buf []byte) (func(), time.Duration, bool) {
+// dataSource is the sender's side of its DATA pacer (transport.Source).
+type dataSource struct{ e *endpoint }
+
+// Next builds the next DATA packet in buf: a retransmission first (NDP
+// §3.2: "any packets queued for retransmission are sent first, followed by
+// new data"), then new data; false when no message may send.
+func (s dataSource) Next(buf []byte) (transport.Packet, bool) {
+	e := s.e
 	o := e.pick()
 	if o == nil {
-		return nil, 0, false
+		return transport.Packet{}, false
 	}
 	var seq uint32
 	if len(o.rtx) > 0 {
@@ -134,23 +137,21 @@ func (e *endpoint) nextData(buf []byte) (func(), time.Duration, bool) {
 	fill(buf[HeaderLen:HeaderLen+length], o.m.ID, off)
 	e.stats.DataSent++
 	e.spray++
-	dst, path, pkt := o.dst, e.spray%e.args.Paths, buf[:HeaderLen+length]
-	return func() { e.tx(dst, path, pkt) }, frameTime(e.env, 20+8+len(pkt)), true
+	pkt := buf[:HeaderLen+length]
+	return transport.Packet{To: o.dst, Tag: e.spray % e.args.Paths, Data: pkt, Gap: frameTime(e.env, 20+8+len(pkt))}, true
 }
+
+// Send puts a DATA packet on the wire through its path's source port.
+func (s dataSource) Send(p transport.Packet) { s.e.tx(p.To, p.Tag, p.Data) }
 
 // sendLoop is the sender's pacer: it hands the host's link one DATA
 // packet per packet time, so that a packet's send time is close to the
 // time it leaves (the RTO counts from it) and a first window does not
 // queue in the host.
-func (e *endpoint) sendLoop(ctx context.Context) {
-	buf := make([]byte, HeaderLen+e.pay)
-	e.sendPacer.Run(ctx, &e.mu, func() (func(), time.Duration, bool) { return e.nextData(buf) })
-}
+func (e *endpoint) sendLoop(ctx context.Context) { e.sendPacer.Run(ctx, &e.mu) }
 
 // kickData sends a DATA packet at once if the link is free (Pacer.Kick).
-func (e *endpoint) kickData() {
-	e.sendPacer.Kick(func() (func(), time.Duration, bool) { return e.nextData(e.fastBuf) })
-}
+func (e *endpoint) kickData() { e.sendPacer.Kick() }
 
 // onPull gives a message one more packet per step of the PULL counter
 // (NDP §3.2: a PULL that overtook a lost or delayed one pulls for both).
