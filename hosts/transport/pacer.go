@@ -79,9 +79,8 @@ func (p *Pacer) Signal() { p.wake.Signal() }
 
 // Kick sends the next packet at once if its slot is free, and otherwise
 // leaves it to the loop. Call it with the owner's lock held. It sends
-// under that lock: the caller holds it deep in its packet handling, and
-// one send (the packet's trip through the lab's forwarding, tens of µs) is
-// all the receive path waits.
+// under that lock, because its callers hold it deep in their packet
+// handling; the receive path waits for that one send.
 func (p *Pacer) Kick() {
 	now := time.Now()
 	if p.free.After(now) {

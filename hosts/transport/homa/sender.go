@@ -45,7 +45,7 @@ func (e *endpoint) start(m transport.Message) {
 	e.mu.Lock()
 	e.outgoing[m.ID] = o
 	e.updateReady(o)
-	e.kick()
+	e.pacer.Kick()
 	e.mu.Unlock()
 }
 
@@ -88,10 +88,6 @@ func (e *endpoint) nextPacket(buf []byte) (netip.Addr, uint8, []byte, bool) {
 // short message never waits behind a long one there (thesis §6.4,
 // Fig. 6.5); off, it sends every packet it may at once.
 func (e *endpoint) pace(ctx context.Context) { e.pacer.Run(ctx, &e.mu) }
-
-// kick sends the next packet at once if the link is free, from the
-// goroutine that made it sendable; call it with e.mu held.
-func (e *endpoint) kick() { e.pacer.Kick() }
 
 // dataSource is the sender's side of its pacer (transport.Source).
 type dataSource struct{ e *endpoint }
@@ -144,14 +140,14 @@ func (e *endpoint) onControl(src netip.Addr, h header, now time.Time) {
 		o.granted = max(o.granted, min(int64(h.offset), o.size))
 		o.schedPrio = h.prio
 		e.updateReady(o)
-		e.kick()
+		e.pacer.Kick()
 	case typeResend:
 		o.resend = append(o.resend, span{int64(h.offset), min(int64(h.offset)+int64(h.length), o.size)})
 		if e.shorterPending(o) {
 			e.control(src, header{typ: typeBusy, id: h.id})
 		}
 		e.updateReady(o)
-		e.kick()
+		e.pacer.Kick()
 	case typeDone:
 		delete(e.outgoing, h.id)
 		delete(e.waiting, o)

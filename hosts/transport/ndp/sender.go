@@ -150,9 +150,6 @@ func (s dataSource) Send(p transport.Packet) { s.e.tx(p.To, p.Tag, p.Data) }
 // queue in the host.
 func (e *endpoint) sendLoop(ctx context.Context) { e.sendPacer.Run(ctx, &e.mu) }
 
-// kickData sends a DATA packet at once if the link is free (Pacer.Kick).
-func (e *endpoint) kickData() { e.sendPacer.Kick() }
-
 // onPull gives a message one more packet per step of the PULL counter
 // (NDP §3.2: a PULL that overtook a lost or delayed one pulls for both).
 func (e *endpoint) onPull(h header) {
@@ -165,7 +162,7 @@ func (e *endpoint) onPull(h header) {
 	if o = e.outgoing[h.id]; o != nil && h.seq > o.pulls {
 		o.credit += int64(h.seq - o.pulls)
 		o.pulls = h.seq
-		e.kickData()
+		e.sendPacer.Kick()
 	}
 }
 
@@ -186,7 +183,7 @@ func (e *endpoint) onAck(h header, now time.Time) {
 		} else if o.state[h.seq] == pktInFlight {
 			o.state[h.seq] = pktQueued
 			o.rtx = append(o.rtx, h.seq)
-			e.kickData()
+			e.sendPacer.Kick()
 		}
 	} else {
 		if o.state[h.seq] == pktInFlight && !o.resent[h.seq] {
