@@ -212,21 +212,29 @@ func checkRecords(t testing.TB, sched []transport.Message, set *transport.Set) {
 	}
 }
 
-// The pull queue serves priority messages first, then senders in turn,
-// whatever order their PULLs were queued in.
+// The pull queue serves senders in turn, whatever order their PULLs were
+// queued in, after a priority message, which keeps the head for as long
+// as it has packets neither held nor on their way, however few PULLs its
+// arrivals earned.
 func TestPullQueuePriorityThenRoundRobin(t *testing.T) {
 	q := newPullQueue()
 	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
-	a1, a2, b1, p := &inMsg{id: 1, src: a}, &inMsg{id: 2, src: a}, &inMsg{id: 3, src: b}, &inMsg{id: 4, src: b, prio: true}
-	for _, im := range []*inMsg{a1, a1, a2, a1, b1, b1, p} {
+	a1, a2, b1 := &inMsg{id: 1, src: a}, &inMsg{id: 2, src: a}, &inMsg{id: 3, src: b}
+	p := &inMsg{id: 4, src: b, prio: true, n: 5, inflight: 2} // 3 packets to pull
+	for _, im := range []*inMsg{a1, a1, a2, a1, b1, b1, p, p} {
 		q.push(im)
 	}
 	var got []uint64
 	for im := q.pop(); im != nil; im = q.pop() {
 		got = append(got, im.id)
+		im.inflight++ // what Next does for the PULL it sends
 	}
-	if want := []uint64{4, 1, 3, 1, 3, 2, 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+	if want := []uint64{4, 4, 4, 1, 3, 1, 3, 2, 1}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("pull order %v, want %v", got, want)
+	}
+	if a1.queued != 3 || p.queued != 0 || p.ahead {
+		t.Errorf("after the queue drained: a1.queued %d (want 3: pop leaves it to Next), p.queued %d, p.ahead %v (want 0, false)",
+			a1.queued, p.queued, p.ahead)
 	}
 }
 

@@ -22,13 +22,16 @@ type inMsg struct {
 	held map[uint32][]byte // payloads past a gap, waiting for it to fill
 	// inflight is how many packets the receiver expects to arrive: the
 	// first window and one per PULL sent, less what arrived (whole or
-	// trimmed). queued is its PULLs still in the pull queue.
+	// trimmed). queued is its PULLs still in the pull queue (a priority
+	// message has none: pullQueue).
 	inflight, queued int
-	pullNo           uint32    // PULLs sent: the counter the last one carried
-	last             time.Time // the last arrival or PULL sent
-	finished         bool
-	stream           bool      // no end: recorded by samples and when the process stops
-	delivered        time.Time // when the last byte was delivered
+	ahead            bool // a priority message at the pull queue's head
+
+	pullNo    uint32    // PULLs sent: the counter the last one carried
+	last      time.Time // the last arrival or PULL sent
+	finished  bool
+	stream    bool      // no end: recorded by samples and when the process stops
+	delivered time.Time // when the last byte was delivered
 }
 
 // needsPull says whether the packets not yet held outnumber those that
@@ -168,7 +171,6 @@ func (e *endpoint) give(im *inMsg, b []byte) {
 // maybePull queues a PULL for im when it needs one.
 func (e *endpoint) maybePull(im *inMsg) {
 	if im.needsPull() {
-		im.queued++
 		e.pulls.push(im)
 		e.pullPacer.Kick()
 	}
@@ -232,7 +234,9 @@ func (s pullSource) Next(buf []byte) (transport.Packet, bool) {
 		if im == nil {
 			return transport.Packet{}, false
 		}
-		im.queued--
+		if !im.prio {
+			im.queued--
+		}
 		if im.finished || !im.needsPull() {
 			continue
 		}
@@ -281,23 +285,43 @@ func (e *endpoint) repeatStalledPulls(now time.Time) {
 }
 
 // pullQueue is a receiver's one pull queue (NDP §3.2), shared by all its
-// incoming messages: priority messages' PULLs first, in order (§5,
-// Fig. 10), the others round robin by sender, so that each sender gets
-// an equal share of the receiver's link (§3.2: "serviced fairly by
-// default"), in order of arrival within a sender.
+// incoming messages: priority messages first (§5, Fig. 10), the others
+// round robin by sender, so that each sender gets an equal share of the
+// receiver's link (§3.2: "serviced fairly by default"), in order of
+// arrival within a sender.
+//
+// A priority message does not wait for its arrivals to earn PULLs: it
+// keeps the head of the queue, and takes every PULL slot, for as long as
+// it has packets neither held nor on their way. Earned PULLs alone keep
+// a message's first window in flight, which covers the unloaded round
+// trip and no more; behind the long flows' packets in the receiver's
+// 8-packet data queue the short flow's round trip was longer, so it got
+// only part of the link, and the PULLs it left went to the long flows,
+// whose packets kept the queue full. With one PULL per arrival,
+// ndp/priority's short flow finished 2.8 RTTs after its idle time; the
+// paper's finishes one RTT of long-flow packets later and then "fully
+// occupies the receiver's link until it finishes" (§5), which is what
+// strict priority does when the receiver "can pull high priority traffic
+// more often than low priority traffic" (§3.2, "Congestion Control": fairness).
 type pullQueue struct {
-	prio  []*inMsg
+	prio  []*inMsg // priority messages that need PULLs, in order of arrival
 	bySrc map[netip.Addr][]*inMsg
 	ring  []netip.Addr // senders with PULLs queued, in turn
 }
 
 func newPullQueue() pullQueue { return pullQueue{bySrc: map[netip.Addr][]*inMsg{}} }
 
+// push queues one PULL for im: for a priority message, its place at the
+// head until it needs no more.
 func (q *pullQueue) push(im *inMsg) {
 	if im.prio {
-		q.prio = append(q.prio, im)
+		if !im.ahead {
+			im.ahead = true
+			q.prio = append(q.prio, im)
+		}
 		return
 	}
+	im.queued++
 	s := q.bySrc[im.src]
 	if len(s) == 0 {
 		q.ring = append(q.ring, im.src)
@@ -307,11 +331,16 @@ func (q *pullQueue) push(im *inMsg) {
 
 func (q *pullQueue) empty() bool { return len(q.prio) == 0 && len(q.ring) == 0 }
 
+// pop is the message the next PULL is for: the first priority message
+// that needs one (it stays at the head), else the next sender's.
 func (q *pullQueue) pop() *inMsg {
-	if len(q.prio) > 0 {
+	for len(q.prio) > 0 {
 		im := q.prio[0]
+		if !im.finished && im.needsPull() {
+			return im
+		}
+		im.ahead = false
 		q.prio = q.prio[1:]
-		return im
 	}
 	if len(q.ring) == 0 {
 		return nil
