@@ -14,12 +14,12 @@ import (
 )
 
 // ndp/priority's quick variant (NDP §5, Fig. 10): against six long flows
-// the short flow finishes sooner when its PULLs go first, and the report
-// has its completion time next to its idle one. The target, with
-// priority within 2 RTTs of idle, is logged, not required: the long flows'
-// first windows fill the receiver's data queue in the first RTT, which
-// trims the short flow's packets there (2.8 RTTs over idle, quick,
-// 2026-11-26; the paper's own +50 µs is 2.3 RTTs; docs/ndp.md).
+// the short flow finishes sooner when its PULLs go first, within 2.5 RTTs
+// of its idle time, and the report has its completion time next to its
+// idle one. The target is 2 RTTs on the full variant (1.6 there,
+// 1.5 quick, 2026-11-27); the quick variant has two rounds, hence the
+// margin. It still fails the receiver that pulled a priority message
+// only once per arrival: 3.1 RTTs quick on this lab (docs/ndp.md).
 func TestQuickNDPPriority(t *testing.T) {
 	testenv.RequireRoot(t)
 	res := runQuick(t, "ndp/priority")
@@ -36,6 +36,9 @@ func TestQuickNDPPriority(t *testing.T) {
 	}
 	if !(prio < fair) {
 		t.Errorf("with priority the short flow took %.0f µs, without %.0f µs: priority did not help", prio, fair)
+	}
+	if over := (prio - idle) / float64(rtt.Microseconds()); !(over <= 2.5) {
+		t.Errorf("with priority the short flow took %.1f RTTs longer than idle, want at most 2.5", over)
 	}
 	if !strings.Contains(res.Report.Markdown, "## Short flow completion time") {
 		t.Errorf("the report has no short-flow section:\n%s", res.Report.Markdown)
