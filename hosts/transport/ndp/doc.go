@@ -19,7 +19,8 @@
 //   - One pull queue per receiver, paced at one PULL per full-size packet
 //     time on its link, so that the data the PULLs elicit arrives at the
 //     link's rate; senders are served round robin, priority messages
-//     (Args.PrioClass, Args.PrioBelow) first (§5, Fig. 10).
+//     (Args.PrioClass, Args.PrioBelow) first, with every PULL slot they
+//     can use (§5, Fig. 10).
 //   - A PULL carries a per-message counter; a sender sends as many packets
 //     as the counter advanced, a NACKed packet before new data.
 //   - An RTO is the last resort: a sender resends a packet neither ACKed
