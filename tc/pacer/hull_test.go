@@ -191,7 +191,7 @@ func TestHULLPaperChecks(t *testing.T) {
 	// Pacer: not worse on either axis (margins for run-to-run noise on the
 	// shared machine: 25% on latency, 20% on throughput), and the flows
 	// were associated. Paced over unpaced throughput ranged 0.87-1.08 in
-	// six runs of this test on 2026-11-27 (one below the 10% margin this
+	// seven runs of this test on 2026-11-27 (one below the 10% margin this
 	// check had), so 20%: a pacer that starves its flows still fails.
 	// Window-limited flows pay the bucket's serialization at R on every
 	// RTT (HULL §4.4's pacer delay); there too the floor is 80%.
