@@ -232,9 +232,9 @@ func TestPullQueuePriorityThenRoundRobin(t *testing.T) {
 	if want := []uint64{4, 4, 4, 1, 3, 1, 3, 2, 1}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("pull order %v, want %v", got, want)
 	}
-	if a1.queued != 3 || p.queued != 0 || p.ahead {
-		t.Errorf("after the queue drained: a1.queued %d (want 3: pop leaves it to Next), p.queued %d, p.ahead %v (want 0, false)",
-			a1.queued, p.queued, p.ahead)
+	if a1.queued != 0 || b1.queued != 0 || p.queued != 0 || len(q.prio) != 0 {
+		t.Errorf("after the queue drained: queued PULLs a1 %d, b1 %d, p %d (want 0), %d priority messages left",
+			a1.queued, b1.queued, p.queued, len(q.prio))
 	}
 }
 

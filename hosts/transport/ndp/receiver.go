@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/fabric-emu/fabric/hosts/transport"
@@ -25,13 +26,11 @@ type inMsg struct {
 	// trimmed). queued is its PULLs still in the pull queue (a priority
 	// message has none: pullQueue).
 	inflight, queued int
-	ahead            bool // a priority message at the pull queue's head
-
-	pullNo    uint32    // PULLs sent: the counter the last one carried
-	last      time.Time // the last arrival or PULL sent
-	finished  bool
-	stream    bool      // no end: recorded by samples and when the process stops
-	delivered time.Time // when the last byte was delivered
+	pullNo           uint32    // PULLs sent: the counter the last one carried
+	last             time.Time // the last arrival or PULL sent
+	finished         bool
+	stream           bool      // no end: recorded by samples and when the process stops
+	delivered        time.Time // when the last byte was delivered
 }
 
 // needsPull says whether the packets not yet held outnumber those that
@@ -234,9 +233,6 @@ func (s pullSource) Next(buf []byte) (transport.Packet, bool) {
 		if im == nil {
 			return transport.Packet{}, false
 		}
-		if !im.prio {
-			im.queued--
-		}
 		if im.finished || !im.needsPull() {
 			continue
 		}
@@ -315,8 +311,7 @@ func newPullQueue() pullQueue { return pullQueue{bySrc: map[netip.Addr][]*inMsg{
 // head until it needs no more.
 func (q *pullQueue) push(im *inMsg) {
 	if im.prio {
-		if !im.ahead {
-			im.ahead = true
+		if !slices.Contains(q.prio, im) { // a handful at most
 			q.prio = append(q.prio, im)
 		}
 		return
@@ -329,18 +324,26 @@ func (q *pullQueue) push(im *inMsg) {
 	q.bySrc[im.src] = append(s, im)
 }
 
-func (q *pullQueue) empty() bool { return len(q.prio) == 0 && len(q.ring) == 0 }
+func (q *pullQueue) empty() bool { return q.headPrio() == nil && len(q.ring) == 0 }
 
-// pop is the message the next PULL is for: the first priority message
-// that needs one (it stays at the head), else the next sender's.
-func (q *pullQueue) pop() *inMsg {
+// headPrio is the first priority message that needs a PULL, after
+// dropping those ahead of it that need none any more.
+func (q *pullQueue) headPrio() *inMsg {
 	for len(q.prio) > 0 {
-		im := q.prio[0]
-		if !im.finished && im.needsPull() {
+		if im := q.prio[0]; !im.finished && im.needsPull() {
 			return im
 		}
-		im.ahead = false
 		q.prio = q.prio[1:]
+	}
+	return nil
+}
+
+// pop is the message the next PULL is for: the first priority message
+// that needs one (it stays at the head), else the next sender's, whose
+// queued PULL it takes.
+func (q *pullQueue) pop() *inMsg {
+	if im := q.headPrio(); im != nil {
+		return im
 	}
 	if len(q.ring) == 0 {
 		return nil
@@ -349,6 +352,7 @@ func (q *pullQueue) pop() *inMsg {
 	q.ring = q.ring[1:]
 	s := q.bySrc[src]
 	im := s[0]
+	im.queued--
 	if len(s) > 1 {
 		q.bySrc[src] = s[1:]
 		q.ring = append(q.ring, src)
