@@ -140,16 +140,28 @@ func TestFairECNCountsDrops(t *testing.T) {
 	lab := tctest.NewQuietStar(t, "swe", "a", "b", "rx")
 	port := lab.Egress("rx")
 	buf := tc.Buffer{Bytes: 160 * units.KB}
-	apply(t, port, resolve(t, tc.PortSettings{Buffer: &buf, Queues: &tc.QueuesSpec{Fair: true},
-		Marking: &tc.MarkingSpec{ECN: &tc.ECNSpec{Threshold: 10 * units.KB}}}, 50*units.Mbit))
+	p := resolve(t, tc.PortSettings{Buffer: &buf, Queues: &tc.QueuesSpec{Fair: true},
+		Marking: &tc.MarkingSpec{ECN: &tc.ECNSpec{Threshold: 10 * units.KB}}}, 50*units.Mbit)
+	apply(t, port, p)
 	sink := lab.ListenUDP("rx", 6000)
 	dst := netip.AddrPortFrom(lab.Addr("rx"), 6000)
+	// Each of the 16 buckets holds 10 KB, K for the whole band: only
+	// two flows in two buckets can queue above K. With ephemeral source
+	// ports they shared a bucket one run in 16, and the port marked
+	// almost nothing (7 marks, 0 received, in a CI run on 2026-11-27).
+	sport := map[string]int{"a": 40000, "b": 40000}
+	bucket := func(h string) int {
+		return tc.FlowBucket(lab.Addr(h), dst.Addr(), 17, uint16(sport[h]), dst.Port(), p.Buckets)
+	}
+	for bucket("b") == bucket("a") {
+		sport["b"]++
+	}
 	const ect0 = 0x02
 	stop := make(chan struct{})
 	samples := sampleStats(t, port, 2*time.Millisecond, stop)
 	sendAll(t, lab,
-		tctest.UDPStream{From: "a", To: dst, Rate: 40 * mbit, Size: 1514, TOS: ect0, Duration: 3 * time.Second},
-		tctest.UDPStream{From: "b", To: dst, Rate: 40 * mbit, Size: 1514, TOS: ect0, Flow: 1, Duration: 3 * time.Second})
+		tctest.UDPStream{From: "a", To: dst, Rate: 40 * mbit, Size: 1514, TOS: ect0, SrcPort: sport["a"], Duration: 3 * time.Second},
+		tctest.UDPStream{From: "b", To: dst, Rate: 40 * mbit, Size: 1514, TOS: ect0, Flow: 1, SrcPort: sport["b"], Duration: 3 * time.Second})
 	close(stop)
 	got := <-samples
 	// The marker's queue and tc's backlog are read one after the other:
