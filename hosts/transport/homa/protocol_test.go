@@ -256,3 +256,74 @@ func TestSenderPicksFewestBytesLeft(t *testing.T) {
 		t.Fatalf("after the resent packet something still sends (ready %d)", len(e.ready))
 	}
 }
+
+// A RESEND makes the sender send again only what it had sent and has not
+// queued for resending already: bytes it never sent are still to come in
+// order, so it answers BUSY for them instead of sending them twice, and a
+// receiver asking twice for the same bytes gets them once.
+func TestResendSendsEachByteOnce(t *testing.T) {
+	env := &transport.Env{MTU: 1500, LinkRate: 100e6, RTT: time.Millisecond}
+	args, err := withDefaults(env, Args{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEndpoint(env, args, Priorities{Unscheduled: 1}, nil, nil, slog.New(slog.DiscardHandler))
+	e.pacer.Reserve(time.Now(), time.Hour) // the test picks every packet
+	var controls []uint8
+	e.tx = func(_ netip.Addr, _ uint8, b []byte) {
+		if b[0] == typeData {
+			t.Fatal("a DATA packet was sent outside the pacer's loop")
+		}
+		controls = append(controls, b[0])
+	}
+	pay := int64(e.mtuPay)
+	if args.RTTBytes < 3*pay {
+		t.Fatalf("RTTbytes %d: the test needs three unscheduled packets", args.RTTBytes)
+	}
+	e.start(transport.Message{ID: 1, Size: 3 * pay})
+	buf := make([]byte, HeaderLen+e.mtuPay)
+	send := func() (int64, bool) {
+		t.Helper()
+		_, _, pkt, ok := e.nextPacket(buf)
+		if !ok {
+			return 0, false
+		}
+		h, err := parseHeader(pkt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int64(h.offset), true
+	}
+	if off, ok := send(); !ok || off != 0 {
+		t.Fatalf("first packet at %d (sent %v), want 0", off, ok)
+	}
+	resend := func(off, end int64) {
+		e.onControl(netip.Addr{}, header{typ: typeResend, id: 1, offset: uint32(off), length: uint32(end - off)}, time.Now())
+	}
+	// Never sent: BUSY, and the next packet is the next new one.
+	resend(2*pay, 3*pay)
+	if !slices.Equal(controls, []uint8{typeBusy}) {
+		t.Fatalf("a RESEND for bytes never sent got %v, want one BUSY", controls)
+	}
+	if off, ok := send(); !ok || off != pay || e.stats.Retransmitted != 0 {
+		t.Fatalf("after it the packet was at %d (sent %v, retransmitted %d), want the new one at %d", off, ok, e.stats.Retransmitted, pay)
+	}
+	// Everything asked for, twice: the two sent packets once each, then
+	// the new one, then nothing.
+	resend(0, 3*pay)
+	resend(0, 3*pay)
+	var offs []int64
+	for {
+		off, ok := send()
+		if !ok {
+			break
+		}
+		offs = append(offs, off)
+	}
+	if want := []int64{0, pay, 2 * pay}; !slices.Equal(offs, want) || e.stats.Retransmitted != 2 {
+		t.Fatalf("after two RESENDs of the whole message the packets went at %v (retransmitted %d), want %v (2)", offs, e.stats.Retransmitted, want)
+	}
+	if !slices.Equal(controls, []uint8{typeBusy, typeBusy}) {
+		t.Fatalf("controls %v, want BUSY for the first RESEND and for the repeat that added nothing", controls)
+	}
+}
