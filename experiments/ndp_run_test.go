@@ -49,11 +49,14 @@ func TestQuickNDPPriority(t *testing.T) {
 // NDP's median query completion time is within 10 % of the ideal N·S/C
 // plus one RTT and no NDP sender fired an RTO, the target at
 // N = 7 (no port drops a header there, so a timeout would only resend a
-// packet that was trimmed and NACKed late). The ordering, NDP
-// below DCTCP, is logged, not required: this lab has no link delay, so
-// DCTCP too finishes at the ideal (quick run after the trimmed headers were
-// charged their own length: NDP 349.2 ms, DCTCP 347.7 ms, ideal 345.6 ms;
-// before, NDP took 520 ms).
+// packet that was trimmed and NACKed late). The orderings: NDP's
+// mean and 99th-percentile completion are below TCP's, and its 99th
+// percentile is not above DCTCP's by more than 1 %. Strictly below DCTCP
+// cannot be required: this lab has no link delay, and DCTCP often
+// finishes every query at the ideal too. Five quick runs (seeds 1-5,
+// 2026-11-27; ms, mean / p99): NDP 305.1-305.2 / 305.3-305.5 in every
+// run; DCTCP 304.6-334.0 / 305.4-443.6, at the ideal in two; TCP
+// 328.5-370.5 / 370.7-475.5.
 func TestQuickNDPIncast(t *testing.T) {
 	testenv.RequireRoot(t)
 	res := runQuick(t, "ndp/incast")
@@ -71,6 +74,14 @@ func TestQuickNDPIncast(t *testing.T) {
 	t.Logf("N = %d: median QCT NDP %.0f µs, DCTCP %.0f µs; ideal N·S/C %v, RTT %v, target %.0f µs", n, ndp.QCTP50, dctcp.QCTP50, ideal, rtt, target)
 	if !(ndp.QCTP50 > 0 && ndp.QCTP50 <= target) {
 		t.Errorf("NDP median QCT %.0f µs, want within 10 %% of N·S/C + RTT (%.0f µs)", ndp.QCTP50, target)
+	}
+	tcp := row(t, res, "tcp", 0)
+	t.Logf("QCT mean / p99 (µs): NDP %.0f / %.0f, DCTCP %.0f / %.0f, TCP %.0f / %.0f", ndp.QCTAvg, ndp.QCTP99, dctcp.QCTAvg, dctcp.QCTP99, tcp.QCTAvg, tcp.QCTP99)
+	if !(ndp.QCTAvg < tcp.QCTAvg && ndp.QCTP99 < tcp.QCTP99) {
+		t.Errorf("NDP's QCT (mean %.0f, p99 %.0f µs) is not below TCP's (%.0f, %.0f)", ndp.QCTAvg, ndp.QCTP99, tcp.QCTAvg, tcp.QCTP99)
+	}
+	if ndp.QCTP99 > 1.01*dctcp.QCTP99 {
+		t.Errorf("NDP's p99 QCT %.0f µs is more than 1 %% above DCTCP's %.0f µs", ndp.QCTP99, dctcp.QCTP99)
 	}
 	// Every trial's fidelity record carries the trimming counters of the
 	// lab's NDP ports (all 80 of the fat tree's switch ports), and only
