@@ -326,4 +326,21 @@ func TestResendSendsEachByteOnce(t *testing.T) {
 	if !slices.Equal(controls, []uint8{typeBusy, typeBusy}) {
 		t.Fatalf("controls %v, want BUSY for the first RESEND and for the repeat that added nothing", controls)
 	}
+	// A RESEND beyond what the sender knows it may send (the GRANT was
+	// lost) grants the bytes it asks for: they go once, as new data.
+	e.start(transport.Message{ID: 2, Size: args.RTTBytes + 3*pay})
+	for {
+		if _, ok := send(); !ok {
+			break
+		}
+	}
+	g := e.outgoing[2].next
+	e.onControl(netip.Addr{}, header{typ: typeResend, id: 2, offset: uint32(g), length: uint32(pay)}, time.Now())
+	before := e.stats.Retransmitted
+	if off, ok := send(); !ok || off != g || e.stats.Retransmitted != before {
+		t.Fatalf("after a RESEND of ungranted bytes at %d the packet was at %d (sent %v, retransmitted %d more)", g, off, ok, e.stats.Retransmitted-before)
+	}
+	if off, ok := send(); ok {
+		t.Fatalf("a packet at %d went beyond what the RESEND asked for", off)
+	}
 }

@@ -175,11 +175,15 @@ func (e *endpoint) onControl(src netip.Addr, h header, now time.Time) {
 		e.updateReady(o)
 		e.pacer.Kick()
 	case typeResend:
-		// Nothing asked for goes out twice from here: what was never
-		// sent is still to come in order (and a receiver asking for it
-		// hears BUSY, §3.7), and what is already queued for resending
-		// is not queued again.
-		if !o.askAgain(int64(h.offset), int64(h.offset)+int64(h.length)) || e.shorterPending(o) {
+		// A receiver asks only for bytes it has granted, and the GRANT
+		// that told this sender so may have been lost: the RESEND grants
+		// them too. Nothing asked for goes out twice from here: what was
+		// never sent is still to come in order (and a receiver asking
+		// for it hears BUSY, §3.7), and what is already queued for
+		// resending is not queued again.
+		end := int64(h.offset) + int64(h.length)
+		o.granted = max(o.granted, min(end, o.size))
+		if !o.askAgain(int64(h.offset), end) || e.shorterPending(o) {
 			e.control(src, header{typ: typeBusy, id: h.id})
 		}
 		e.updateReady(o)
