@@ -25,7 +25,7 @@ import (
 // on both directions, the same RTT through twice the lines, which
 // saturated the CPU (idle below 20 % in 34 % of samples in one run).
 // With one line per packet, four `fabric run`s of this spec (seeds 1-4)
-// had idle below 20 % in 2-4 % of samples and were flagged for the
+// had idle below 20 % in 1.7-3.9 % of samples and were flagged for the
 // lines' p99 lateness alone (65-68 µs, limit 50 µs); three runs of this
 // benchmark were flagged for lateness (73-89 µs), and two of them for
 // the CPU too (14 % and 15 % of samples, limit 10 %).

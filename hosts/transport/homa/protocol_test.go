@@ -154,20 +154,27 @@ func TestDeliveredOnceUnderLossAndReordering(t *testing.T) {
 	}
 }
 
-// A sender sends the packet of the message with the fewest bytes left
-// first (SRPT, §3.4), whatever order messages started and were granted
-// in; a message leaves the ready heap when it has nothing it may send and
-// returns when a grant or RESEND gives it some.
-func TestSenderPicksFewestBytesLeft(t *testing.T) {
+// handPicked is a sender on a 100 Mbit/s link that stays busy, so that
+// starts, grants and RESENDs leave every DATA packet to the pacer's loop,
+// whose picks the test makes by hand (nextPacket).
+func handPicked(t *testing.T) (*endpoint, Args) {
+	t.Helper()
 	env := &transport.Env{MTU: 1500, LinkRate: 100e6, RTT: time.Millisecond}
 	args, err := withDefaults(env, Args{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := newEndpoint(env, args, Priorities{Unscheduled: 1}, nil, nil, slog.New(slog.DiscardHandler))
-	// The link stays busy, so that starts and grants leave every packet
-	// to the pacer's loop, whose picks the test makes by hand.
 	e.pacer.Reserve(time.Now(), time.Hour)
+	return e, args
+}
+
+// A sender sends the packet of the message with the fewest bytes left
+// first (SRPT, §3.4), whatever order messages started and were granted
+// in; a message leaves the ready heap when it has nothing it may send and
+// returns when a grant or RESEND gives it some.
+func TestSenderPicksFewestBytesLeft(t *testing.T) {
+	e, args := handPicked(t)
 	e.tx = func(netip.Addr, uint8, []byte) { t.Fatal("a packet was sent at once while the link was busy") }
 	pay := int64(e.mtuPay)
 	sizes := map[uint64]int64{1: 40 * pay, 2: 3 * pay, 3: 10 * pay, 4: 2*pay + 1}
@@ -262,13 +269,7 @@ func TestSenderPicksFewestBytesLeft(t *testing.T) {
 // order, so it answers BUSY for them instead of sending them twice, and a
 // receiver asking twice for the same bytes gets them once.
 func TestResendSendsEachByteOnce(t *testing.T) {
-	env := &transport.Env{MTU: 1500, LinkRate: 100e6, RTT: time.Millisecond}
-	args, err := withDefaults(env, Args{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newEndpoint(env, args, Priorities{Unscheduled: 1}, nil, nil, slog.New(slog.DiscardHandler))
-	e.pacer.Reserve(time.Now(), time.Hour) // the test picks every packet
+	e, args := handPicked(t)
 	var controls []uint8
 	e.tx = func(_ netip.Addr, _ uint8, b []byte) {
 		if b[0] == typeData {

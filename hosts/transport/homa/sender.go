@@ -1,11 +1,9 @@
 package homa
 
 import (
-	"cmp"
 	"container/heap"
 	"context"
 	"net/netip"
-	"slices"
 	"time"
 
 	"github.com/fabric-emu/fabric/hosts/transport"
@@ -32,34 +30,27 @@ type span struct{ off, end int64 }
 func (o *outMsg) pending() bool { return len(o.resend) > 0 || o.next < min(o.granted, o.size) }
 
 // askAgain queues [off, end) for resending, as far as it was sent and is
-// not queued already, and reports whether any of it was. Under a starved
-// CPU a sender falls behind its grants, and a receiver's RESEND then
-// covers bytes that were never sent; queuing them as well sent each twice
-// (homa/slowdown-fattree W2 at 80 %, 2026-11-27: 18,852 duplicates of
-// 58,820 DATA packets at the receiver in a trial that collapsed).
+// not queued already, and reports whether any of it was. A sender behind
+// its grants (a starved CPU) gets RESENDs that cover bytes it has not
+// sent yet; queuing those too sent each twice.
 func (o *outMsg) askAgain(off, end int64) bool {
 	end = min(end, o.next, o.size)
-	var gaps []span              // the parts of [off, end) not queued yet
+	merged := make([]span, 0, len(o.resend)+1)
+	added := false
 	for _, q := range o.resend { // sorted and disjoint
-		if off >= end || q.off >= end {
-			break
-		}
-		if q.end <= off {
-			continue
-		}
-		if q.off > off {
-			gaps = append(gaps, span{off, q.off})
+		if off < end && off < q.off {
+			merged = append(merged, span{off, min(end, q.off)})
+			added = true
 		}
 		off = max(off, q.end)
+		merged = append(merged, q)
 	}
 	if off < end {
-		gaps = append(gaps, span{off, end})
+		merged = append(merged, span{off, end})
+		added = true
 	}
-	for _, g := range gaps {
-		i, _ := slices.BinarySearchFunc(o.resend, g.off, func(q span, off int64) int { return cmp.Compare(q.off, off) })
-		o.resend = slices.Insert(o.resend, i, g)
-	}
-	return len(gaps) > 0
+	o.resend = merged
+	return added
 }
 
 // remaining is what SRPT ranks senders' messages by (§3.4: a sender sends
