@@ -267,15 +267,16 @@ func TestPhantomQueue(t *testing.T) {
 	}
 	streamRate := before / (float64(firstMark) / 1e9)
 	predicted := float64(k) / (streamRate - drain)
-	// The growth rate from the counter itself: a least-squares slope.
-	var xs, ys []float64
-	for _, s := range sent {
-		xs = append(xs, float64(s.At)/1e9)
-		ys = append(ys, float64(s.Phantom.VQ))
-	}
-	slope := leastSquaresSlope(xs, ys)
+	// The growth from the counter itself, between the same two samples:
+	// while it stays above zero it must gain exactly what the port sent
+	// less the drain, however unsteady the stream. (A least-squares slope
+	// assumes a steady stream, which a sender on a busy machine is not: in
+	// CI on 2026-11-27 it read 21 % low while the first mark, which
+	// integrates the same arithmetic, was within 2 %.)
+	span := float64(last.At-first.At) / 1e9
+	growth := (float64(last.Phantom.VQ) - float64(first.Phantom.VQ)) / span
 	t.Logf("100%%: %d packets; port sent %.2f Mbit/s; vq grew at %.0f B/s (rate − drain = %.0f B/s: %+.1f%%; nominal (1−0.95)×100 Mbit = %.0f B/s)",
-		len(got), sentRate*8/1e6, slope, want, 100*(slope/want-1), 0.05*rate.BytesPerSecond())
+		len(got), sentRate*8/1e6, growth, want, 100*(growth/want-1), 0.05*rate.BytesPerSecond())
 	t.Logf("100%%: first CE after %.1f ms, predicted threshold/(rate − drain) = %.1f ms at the stream's %.2f Mbit/s (%+.1f%%; with the nominal rate %.1f ms)",
 		float64(firstMark)/1e6, predicted*1e3, streamRate*8/1e6, 100*(float64(firstMark)/1e9/predicted-1), float64(k)/(0.05*rate.BytesPerSecond())*1e3)
 	if firstMark < 0 {
@@ -284,8 +285,8 @@ func TestPhantomQueue(t *testing.T) {
 	if e := math.Abs(float64(firstMark)/1e9/predicted - 1); e > 0.2 {
 		t.Errorf("first mark after %.1f ms, want within 20%% of %.1f ms", float64(firstMark)/1e6, predicted*1e3)
 	}
-	if e := math.Abs(slope/want - 1); e > 0.2 {
-		t.Errorf("virtual queue grew at %.0f B/s, want rate − drain = %.0f B/s ± 20%%", slope, want)
+	if e := math.Abs(growth/want - 1); e > 0.2 {
+		t.Errorf("virtual queue grew at %.0f B/s, want rate − drain = %.0f B/s ± 20%%", growth, want)
 	}
 }
 
@@ -355,18 +356,6 @@ func TestPhantomQueueSerializes(t *testing.T) {
 	if limit := uint64(frame + 2*perBurst*frame/20); st.Phantom.VQMax > limit {
 		t.Errorf("phantom queue reached %d B, want ≤ %d B for serialized bursts", st.Phantom.VQMax, limit)
 	}
-}
-
-func leastSquaresSlope(xs, ys []float64) float64 {
-	n := float64(len(xs))
-	var sx, sy, sxx, sxy float64
-	for i := range xs {
-		sx += xs[i]
-		sy += ys[i]
-		sxx += xs[i] * xs[i]
-		sxy += xs[i] * ys[i]
-	}
-	return (n*sxy - sx*sy) / (n*sxx - sx*sx)
 }
 
 // A marking port re-applied as a plain port by a process that did not
