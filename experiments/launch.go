@@ -21,7 +21,14 @@ import (
 // through the daemon, more slowly. 2 s was too little: sixteen Homa
 // transports starting while the machine's two cores were busy left one
 // host's log empty after 2 s, and the whole full run stopped there.
+//
+// Host processes are first given readyFirstTry: nine TCP transports
+// printed their ready lines within 60 ms of launch (swp/capacity quick,
+// 2026-11-27), and the full allowance left every trial idle for ~5 s
+// (a quarter of CI's time). Only when one is not ready by then are all
+// of them stopped and launched again with the full allowance.
 const (
+	readyFirstTry        = time.Second
 	readyAllowanceNetNS  = 5 * time.Second
 	readyAllowanceDocker = 10 * time.Second
 	// stopGrace is how long a transport may take to flush and exit after
@@ -36,15 +43,30 @@ func (t *trial) startTransports(ctx context.Context) error {
 	if err := t.plan.schedule.WriteFiles(t.epDir); err != nil {
 		return fmt.Errorf("schedule: %w", err)
 	}
-	allowance := readyAllowanceNetNS
-	if t.containers() {
-		allowance = readyAllowanceDocker
-	}
-	t.startNS = time.Now().Add(allowance).UnixNano()
 	args, err := t.scheme.argsJSON(t.spec.Traffic)
 	if err != nil {
 		return err
 	}
+	if t.containers() {
+		return t.launchTransports(ctx, args, readyAllowanceDocker)
+	}
+	err = t.launchTransports(ctx, args, readyFirstTry)
+	var late *notReadyError
+	if !errors.As(err, &late) {
+		return err
+	}
+	t.opts.Log.Info("transports not ready within the first allowance; launching them again", "host", late.host, "allowance", readyFirstTry, "then", readyAllowanceNetNS)
+	if err := t.withdrawTransports(); err != nil {
+		return err
+	}
+	return t.launchTransports(ctx, args, readyAllowanceNetNS)
+}
+
+// launchTransports starts every participant's transport with a start
+// instant allowance from now and waits for their ready lines; an error
+// wrapping *notReadyError says one was still starting at that instant.
+func (t *trial) launchTransports(ctx context.Context, args []byte, allowance time.Duration) error {
+	t.startNS = time.Now().Add(allowance).UnixNano()
 	for _, h := range t.plan.schedule.Participants() {
 		pr, err := t.startTransport(ctx, h, args)
 		if err != nil {
@@ -54,11 +76,44 @@ func (t *trial) startTransports(ctx context.Context) error {
 	}
 	for _, pr := range t.transports {
 		if err := awaitReady(ctx, pr, time.Unix(0, t.startNS)); err != nil {
+			var nr *notReadyError
+			if errors.As(err, &nr) {
+				nr.host = pr.host
+			}
 			return t.failure(pr.host, err)
 		}
 	}
 	return nil
 }
+
+// withdrawTransports stops the transports of a launch whose start instant
+// was missed, before any message was due, and removes what they left
+// (logs, empty records), so the next launch starts from nothing: the
+// records and logs a trial keeps are one launch's.
+func (t *trial) withdrawTransports() error {
+	for _, pr := range t.transports {
+		stopProc(pr, stopGrace)
+	}
+	for _, pr := range t.transports {
+		for _, f := range []string{pr.log, filepath.Join(t.epDir, transport.FileName(pr.host))} {
+			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	t.argvs = t.argvs[:len(t.argvs)-len(t.transports)]
+	t.transports = nil
+	return nil
+}
+
+// notReadyError is a transport that had not printed its ready line by
+// the start instant (it is still running).
+type notReadyError struct {
+	host string
+	msg  string
+}
+
+func (e *notReadyError) Error() string { return e.msg }
 
 // failure names the scheme and host a transport failed on.
 func (t *trial) failure(host string, err error) error {
@@ -150,7 +205,7 @@ func awaitReady(ctx context.Context, pr *proc, deadline time.Time) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("no %q line on stdout by the start instant (%s)", transport.ReadyLine, lastLine(pr.log))
+			return &notReadyError{msg: fmt.Sprintf("no %q line on stdout by the start instant (%s)", transport.ReadyLine, lastLine(pr.log))}
 		}
 	}
 }

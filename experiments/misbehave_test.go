@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fabric-emu/fabric/hosts"
 	"github.com/fabric-emu/fabric/internal/testenv"
 )
 
@@ -112,4 +114,62 @@ func processesWith(s string) []string {
 		}
 	}
 	return out
+}
+
+// A transport not ready by the first, short start instant is stopped and
+// launched again with the full allowance; the trial then runs as if the
+// first launch had never been: one ready line in each log, every message
+// recorded. The script is slow only on its first launch (it leaves a
+// marker in the run directory), slower than the full allowance, so only a
+// second launch can pass; fabric's own tcp transport does the work.
+func TestSlowStartingTransportsLaunchedAgain(t *testing.T) {
+	testenv.RequireRoot(t)
+	bin, err := hosts.FabricBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first launch waits in `wait`, which a trapped SIGTERM
+	// interrupts, so its sleep does not outlive it.
+	script := `m="$FABRIC_RUN_DIR/launched-$FABRIC_HOST"; if [ ! -e "$m" ]; then touch "$m"; trap 'kill $!; exit 0' TERM; sleep 8 & wait $!; fi; exec "$0" transport tcp`
+	spec, err := Parse("slow.yaml", []byte(fmt.Sprintf(`name: slow
+lab:
+  name: slow
+  topology: {kind: star, hosts: 3}
+  links: {rate: 100Mbit}
+schemes:
+  slow: {transport: {command: [/bin/sh, -c, %q, %q]}}
+traffic: {pattern: dynamic, workload: homa_w2_google_search, client: h0, servers: rest, load: 0.1}
+duration: 2s
+`, script, bin)), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, spec, Options{Out: t.TempDir(), LabPrefix: testPrefix("sl"), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := res.Trials[0]
+	for _, h := range []string{"h0", "h1", "h2"} {
+		if _, err := os.Stat(filepath.Join(tr.Dir, "launched-"+h)); err != nil {
+			t.Errorf("%s: the first launch left no marker: %v", h, err)
+		}
+		b, err := os.ReadFile(filepath.Join(tr.Dir, "logs", h+".transport.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := slices.Index(strings.Split(string(b), "\n"), "ready"); n < 0 || slices.Contains(strings.Split(string(b), "\n")[n+1:], "ready") {
+			t.Errorf("%s: want one ready line in its log, the second launch's:\n%s", h, b)
+		}
+	}
+	if n := tr.Fidelity.IncompleteFlows; n > 0 {
+		t.Errorf("%d messages incomplete after the second launch", n)
+	}
+	if tr.SlowdownAll == nil || tr.SlowdownAll.N == 0 {
+		t.Error("no message recorded")
+	}
+	if procs := processesWith(`launched-$FABRIC_HOST`); len(procs) > 0 {
+		t.Errorf("processes left behind: %v", procs)
+	}
 }
