@@ -22,9 +22,10 @@ import (
 // transports starting while the machine's two cores were busy left one
 // host's log empty after 2 s, and the whole full run stopped there.
 //
-// Host processes are first given readyFirstTry: nine TCP transports
-// printed their ready lines within 60 ms of launch (swp/capacity quick,
-// 2026-11-27), and the full allowance left every trial idle for ~5 s
+// Host processes are first given readyFirstTry: nine TCP transports had
+// all printed their ready lines within 90 ms of the first launch
+// (swp/capacity quick, 2026-11-27, 9 trials: the last one's start_in),
+// and the full allowance left every trial idle for ~5 s
 // (a quarter of CI's time). Only when one is not ready by then are all
 // of them stopped and launched again with the full allowance.
 const (
@@ -76,10 +77,6 @@ func (t *trial) launchTransports(ctx context.Context, args []byte, allowance tim
 	}
 	for _, pr := range t.transports {
 		if err := awaitReady(ctx, pr, time.Unix(0, t.startNS)); err != nil {
-			var nr *notReadyError
-			if errors.As(err, &nr) {
-				nr.host = pr.host
-			}
 			return t.failure(pr.host, err)
 		}
 	}
@@ -205,7 +202,7 @@ func awaitReady(ctx context.Context, pr *proc, deadline time.Time) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return &notReadyError{msg: fmt.Sprintf("no %q line on stdout by the start instant (%s)", transport.ReadyLine, lastLine(pr.log))}
+			return &notReadyError{host: pr.host, msg: fmt.Sprintf("no %q line on stdout by the start instant (%s)", transport.ReadyLine, lastLine(pr.log))}
 		}
 	}
 }

@@ -252,7 +252,8 @@ func TestPhantomQueue(t *testing.T) {
 		t.Fatalf("only %d samples of the growing counter", len(sent))
 	}
 	first, last := sent[0], sent[len(sent)-1]
-	sentRate := float64(last.Bytes-first.Bytes) / (float64(last.At-first.At) / 1e9)
+	span := float64(last.At-first.At) / 1e9
+	sentRate := float64(last.Bytes-first.Bytes) / span
 	drain := 0.95 * rate.BytesPerSecond()
 	want := sentRate - drain
 	// The first mark: threshold/(rate − drain) with the rate the stream
@@ -273,7 +274,6 @@ func TestPhantomQueue(t *testing.T) {
 	// assumes a steady stream, which a sender on a busy machine is not: in
 	// CI on 2026-11-27 it read 21 % low while the first mark, which
 	// integrates the same arithmetic, was within 2 %.)
-	span := float64(last.At-first.At) / 1e9
 	growth := (float64(last.Phantom.VQ) - float64(first.Phantom.VQ)) / span
 	t.Logf("100%%: %d packets; port sent %.2f Mbit/s; vq grew at %.0f B/s (rate − drain = %.0f B/s: %+.1f%%; nominal (1−0.95)×100 Mbit = %.0f B/s)",
 		len(got), sentRate*8/1e6, growth, want, 100*(growth/want-1), 0.05*rate.BytesPerSecond())
