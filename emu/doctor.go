@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/fabric-emu/fabric/hosts"
 	"github.com/fabric-emu/fabric/hosts/cc"
@@ -12,6 +13,7 @@ import (
 	"github.com/fabric-emu/fabric/internal/units"
 	"github.com/fabric-emu/fabric/internal/yamlfile"
 	"github.com/fabric-emu/fabric/tc"
+	"github.com/fabric-emu/fabric/tc/delay"
 )
 
 // Kernel features a lab can need, as Need.Feature names them.
@@ -125,13 +127,15 @@ func (s *Spec) where(field string) string {
 // for each lab file given, whether it has what the file needs.
 type Diagnosis struct {
 	*probe.Report
-	PortPrograms    bool          `json:"port_programs"`
-	PortProgramsErr string        `json:"port_programs_error,omitempty"`
-	DCTCP           string        `json:"dctcp"`       // which DCTCP a lab would use, or why none
-	DelayLines      string        `json:"delay_lines"` // the mechanism of link delay and loss, or why none
-	MaxRate         string        `json:"measured_max_rate"`
-	Needs           []CheckedNeed `json:"needs"`
-	Warnings        []string      `json:"warnings,omitempty"`
+	PortPrograms    bool   `json:"port_programs"`
+	PortProgramsErr string `json:"port_programs_error,omitempty"`
+	DCTCP           string `json:"dctcp"`       // which DCTCP a lab would use, or why none
+	DelayLines      string `json:"delay_lines"` // the mechanism of link delay and loss, or why none
+	MaxRate         string `json:"measured_max_rate"`
+	// Timing is how late this machine, idle, lets a delay line's loop be.
+	Timing   delay.MachineTiming `json:"timing"`
+	Needs    []CheckedNeed       `json:"needs"`
+	Warnings []string            `json:"warnings,omitempty"`
 }
 
 // CheckedNeed is a Need and whether this machine has it.
@@ -144,7 +148,9 @@ type CheckedNeed struct {
 // Diagnose probes the kernel and the Docker daemon and checks the needs of
 // each spec against what it found.
 func Diagnose(ctx context.Context, specs ...*Spec) (*Diagnosis, error) {
-	d := &Diagnosis{Report: probe.Probe(ctx), MaxRate: tc.MeasuredMaxRate.String()}
+	// Timing first, while doctor's own probes do not yet load the machine.
+	timing := delay.MeasureMachine(time.Second)
+	d := &Diagnosis{Report: probe.Probe(ctx), MaxRate: tc.MeasuredMaxRate.String(), Timing: timing}
 	if err := tc.CheckPrograms(); err != nil {
 		d.PortProgramsErr = err.Error()
 	} else {

@@ -285,6 +285,10 @@ func (l *Lab) StopWire() error {
 // that tests can pretend it does not).
 var delayAvailable = delay.Check
 
+// HasDelayLines reports whether the lab has a link with delay or loss,
+// which delay lines carry.
+func (s *Spec) HasDelayLines() bool { return len(s.wireFields()) > 0 }
+
 // wireFields are the settings of the spec that ask for delay or loss, as
 // field paths.
 func (s *Spec) wireFields() []string {

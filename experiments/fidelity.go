@@ -205,10 +205,19 @@ type DelayFidelity struct {
 	Late    bool    `json:"late"`
 	// LoopCPUPerPacketUS is the lines' thread's CPU per packet, µs.
 	LoopCPUPerPacketUS float64 `json:"loop_cpu_per_packet_us"`
+	// Machine is how late the idle machine let a loop be, measured once a
+	// run before the first delayed lab carried traffic: when its floor
+	// exceeds the limit, the lateness is at the machine's own noise.
+	Machine *delay.MachineTiming `json:"machine,omitempty"`
 }
 
+// machineSpin is how long a run spins to measure the idle machine
+// (delay.MeasureMachine): long enough to see a few hundred stalls on the
+// virtual machines here (~450 a second), short against a trial.
+const machineSpin = 500 * time.Millisecond
+
 // delayFidelity judges the lines' counters over the traffic phase.
-func delayFidelity(lines []delay.Line, before, after delay.Stats, cpu time.Duration) *DelayFidelity {
+func delayFidelity(lines []delay.Line, before, after delay.Stats, cpu time.Duration, machine *delay.MachineTiming) *DelayFidelity {
 	d := after.Since(before)
 	t := d.Totals()
 	shortest := time.Duration(1<<63 - 1)
@@ -224,7 +233,7 @@ func delayFidelity(lines []delay.Line, before, after delay.Stats, cpu time.Durat
 	us := func(v time.Duration) float64 { return float64(v) / 1e3 }
 	f := &DelayFidelity{Lines: len(lines), Packets: t.Packets, Lost: t.Lost, Unasked: t.Overflow,
 		LatenessP50US: us(d.Lateness(0.5)), LatenessP99US: us(d.Lateness(0.99)), LatenessMaxUS: us(d.MaxLateness()),
-		LimitUS: us(limit)}
+		LimitUS: us(limit), Machine: machine}
 	f.Late = d.Lateness(0.99) > limit
 	if n := d.Released(); n > 0 {
 		f.LoopCPUPerPacketUS = us(cpu) / float64(n)
@@ -243,6 +252,10 @@ func (f *FidelityRecord) advice(spec *Spec) string {
 	}
 	if d := f.DelayLines; d != nil && d.Late {
 		why = append(why, fmt.Sprintf("the delay lines released packets %.0f µs late at the 99th percentile (limit %.0f µs)", d.LatenessP99US, d.LimitUS))
+		if m := d.Machine; m != nil && m.FloorP99.Seconds()*1e6 > d.LimitUS {
+			why = append(why, fmt.Sprintf("an idle delay line on this machine, timed before the traffic, was already %.0f µs late at p99 "+
+				"(the machine's timer, which a lower load may not help; a lower link rate scales the delays, and with them the limit, up)", m.FloorP99.Seconds()*1e6))
+		}
 	}
 	if d := f.DelayLines; d != nil && d.Unasked > 0 {
 		why = append(why, fmt.Sprintf("the delay lines dropped %d packets nobody asked them to", d.Unasked))

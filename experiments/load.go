@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"go.yaml.in/yaml/v3"
 
@@ -139,6 +140,20 @@ func mappingKeys(root *yaml.Node, key string) []string {
 		}
 	}
 	return nil
+}
+
+// delayed reports whether the run's labs have delay lines: the lab's or a
+// scheme's links, or a swept delay.
+func (s *Spec) delayed() bool {
+	if slices.ContainsFunc(s.Sweep.Delay, func(d Duration) bool { return d > 0 }) || s.LabSpec.HasDelayLines() {
+		return true
+	}
+	for _, sc := range s.Schemes {
+		if s.LabSpec.WithWires(sc.Links).HasDelayLines() {
+			return true
+		}
+	}
+	return false
 }
 
 // labFor is the lab spec of point p: the scheme's port and link settings

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/csv"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -133,6 +134,16 @@ func runQuick(t *testing.T, name string) *Result {
 		for _, f := range files {
 			if _, err := os.Stat(filepath.Join(tr.Dir, f)); err != nil {
 				t.Errorf("trial %s: %v", tr.Dir, err)
+			}
+		}
+		// Delay lines come with the idle machine's timing of one, which a
+		// flag for lateness compares with its limit.
+		if spec.delayed() {
+			var fid FidelityRecord
+			if b, err := os.ReadFile(filepath.Join(tr.Dir, "fidelity.json")); err != nil || json.Unmarshal(b, &fid) != nil {
+				t.Errorf("trial %s: fidelity.json: %v", tr.Dir, err)
+			} else if d := fid.DelayLines; d == nil || d.Machine == nil || d.Machine.Spin < machineSpin {
+				t.Errorf("trial %s: delay lines without the idle machine's timing: %+v", tr.Dir, d)
 			}
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/fabric-emu/fabric/experiments/paper"
 	"github.com/fabric-emu/fabric/internal/probe"
 	"github.com/fabric-emu/fabric/results/report"
+	"github.com/fabric-emu/fabric/tc/delay"
 )
 
 // Options tune Run. The zero value writes under runs/ with a seed from
@@ -189,7 +190,7 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 		return nil, err
 	}
 	res.Seed = rf.Seed
-	r := &runner{spec: spec, opts: opts, run: rf, dir: res.Dir}
+	r := newRunner(spec, opts, rf, res.Dir)
 	start := time.Now()
 	total := len(res.Points) * spec.Trials
 	done, ran := 0, 0
@@ -220,6 +221,20 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	}
 	res.Elapsed = time.Since(start)
 	return res, Finish(res)
+}
+
+// newRunner is what every trial of a run shares. When the run's labs
+// have delay lines it times an idle one on this machine first, before any
+// lab exists (just after one came up, its namespaces' setup still
+// running, it read 4 ms at p99), so that a trial flagged for lateness
+// says how much of it was the machine's.
+func newRunner(spec *Spec, opts Options, rf *RunFile, dir string) *runner {
+	r := &runner{spec: spec, opts: opts, run: rf, dir: dir}
+	if spec.delayed() {
+		m := delay.MeasureMachine(machineSpin)
+		r.machine = &m
+	}
+	return r
 }
 
 // trialDir is where trial n of p is written.

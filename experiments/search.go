@@ -122,7 +122,7 @@ func Search(ctx context.Context, spec *Spec, opts Options) (*SearchResult, error
 		return nil, err
 	}
 	res.Seed = rf.Seed
-	s := &searcher{runner: &runner{spec: spec, opts: opts, run: rf, dir: res.Dir}, start: time.Now(),
+	s := &searcher{runner: newRunner(spec, opts, rf, res.Dir), start: time.Now(),
 		state: searchFile{Probes: map[string]search.Outcome{}}}
 	if err := s.load(); err != nil {
 		return nil, err

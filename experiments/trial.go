@@ -24,6 +24,9 @@ type runner struct {
 	opts Options
 	run  *RunFile
 	dir  string
+	// machine is the idle machine's timing (delay.MeasureMachine) when
+	// the run's labs have delay lines.
+	machine *delay.MachineTiming
 }
 
 // trialMeta is meta.json: report.Meta (what the report reads) plus the
@@ -302,7 +305,7 @@ func (t *trial) runTraffic(ctx context.Context) (*trafficResult, error) {
 			return nil, fmt.Errorf("delay lines: %w", err)
 		}
 		cpu1, _ := wire.LoopCPU()
-		res.delay = delayFidelity(t.lab.Graph.Lines(), wireBefore, after, cpu1-wireCPU)
+		res.delay = delayFidelity(t.lab.Graph.Lines(), wireBefore, after, cpu1-wireCPU, t.runner.machine)
 		if err := wire.Err(); err != nil {
 			return nil, fmt.Errorf("delay lines: %w", err)
 		}

@@ -20,7 +20,8 @@ func doctorCmd() *cobra.Command {
 		Use:   "doctor [LAB.yaml...]",
 		Short: "Check what this kernel and host can do, and what lab files need",
 		Long: "doctor probes the kernel (qdiscs, by creating each in a throwaway namespace;\n" +
-			"cls_bpf; fabric's port programs; BTF; struct_ops; congestion controls) and\n" +
+			"cls_bpf; fabric's port programs; BTF; struct_ops; congestion controls), how\n" +
+			"late the idle machine lets a delay line's loop be, and\n" +
 			"the Docker daemon. Given lab files, it lists the features their port settings\n" +
 			"need and exits 1 when one is missing, naming the setting that needs it.",
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -87,6 +88,7 @@ func printDiagnosis(w io.Writer, r *emu.Diagnosis) {
 	fmt.Fprintf(w, "dctcp         %s\n", r.DCTCP)
 	fmt.Fprintf(w, "delay lines   %s\n", r.DelayLines)
 	fmt.Fprintf(w, "docker        %s\n", yes(r.Docker, r.DockerErr))
+	fmt.Fprintf(w, "timing        %s\n", r.Timing)
 	fmt.Fprintf(w, "max rate      %s (one TCP flow ≥ 90%% through a shaped hop, measured; tc BenchmarkSingleFlowMaxRate)\n", r.MaxRate)
 	fmt.Fprintln(w, "\nneeds:")
 	// One line per feature: the first setting that needs it, and how many
