@@ -23,13 +23,14 @@ import (
 // MachineTiming is how well this machine keeps time for a delay line's
 // loop when nothing else runs.
 type MachineTiming struct {
-	// Margin is how early the loop would wake before a release
-	// (wakeMargin, as the loop measures it when it starts).
+	// Margin is how early the loop would wake before a release, as it
+	// measures it when it starts and then tracks it (nextMargin), after
+	// the releases below.
 	Margin time.Duration `json:"margin_ns"`
 	// IdleLateP50 and IdleLateP99 are how late releases were when timed
-	// as the loop times them (asleep until Margin before, then spinning
-	// at most spinMax), each after a sleep of 50 µs to 1 ms: a timed
-	// sleep here wakes later the longer it slept, and its tail is
+	// as the loop times them (asleep until the margin before, then
+	// spinning at most spinMax), each after a sleep of 50 µs to 1 ms: a
+	// timed sleep here wakes later the longer it slept, and its tail is
 	// lateness.
 	IdleLateP50 time.Duration `json:"idle_late_p50_ns"`
 	IdleLateP99 time.Duration `json:"idle_late_p99_ns"`
@@ -78,17 +79,20 @@ func MeasureMachine(spin time.Duration) MachineTiming {
 			unix.SchedSetaffinity(0, &set)
 		}
 		var m MachineTiming
-		m.Margin = wakeMargin()
+		margin := int64(wakeMargin())
 		rng := rand.New(rand.NewPCG(1, 2)) // the waits' lengths; any spread will do
 		late := make([]time.Duration, 0, releases)
 		for range releases {
 			due := time.Now().Add(50*time.Microsecond + time.Duration(rng.Int64N(int64(950*time.Microsecond))))
-			ts := unix.NsecToTimespec(due.Add(-m.Margin).UnixNano())
+			wake := due.Add(-time.Duration(margin))
+			ts := unix.NsecToTimespec(wake.UnixNano())
 			unix.ClockNanosleep(unix.CLOCK_REALTIME, unix.TIMER_ABSTIME, &ts, nil)
+			margin = nextMargin(margin, int64(time.Since(wake)))
 			for now := time.Now(); now.Before(due) && due.Sub(now) <= time.Duration(spinMax); now = time.Now() {
 			}
 			late = append(late, max(time.Since(due), 0))
 		}
+		m.Margin = time.Duration(margin)
 		slices.Sort(late)
 		m.IdleLateP50, m.IdleLateP99 = late[len(late)/2], late[len(late)*99/100]
 		var stalls []time.Duration

@@ -63,3 +63,29 @@ func TestMeasureMachine(t *testing.T) {
 		t.Errorf("inconsistent: %+v", m)
 	}
 }
+
+// The margin follows the median of the sleeps' overshoots, a step a sleep,
+// within [0, maxMargin].
+func TestNextMargin(t *testing.T) {
+	us := int64(time.Microsecond)
+	m := int64(0)
+	// Overshoots alternating 40 and 60 µs around a median of 50 µs.
+	for i := range 400 {
+		m = nextMargin(m, (40+20*int64(i%2))*us)
+	}
+	if m < 39*us || m > 61*us {
+		t.Errorf("margin %v µs after overshoots of 40 and 60 µs", m/us)
+	}
+	for range 1000 {
+		m = nextMargin(m, int64(time.Second))
+	}
+	if m != int64(maxMargin) {
+		t.Errorf("margin %v after long overshoots, want the cap %v", time.Duration(m), maxMargin)
+	}
+	for range 1000 {
+		m = nextMargin(m, 0)
+	}
+	if m != 0 {
+		t.Errorf("margin %v after sleeps on time, want 0", time.Duration(m))
+	}
+}
