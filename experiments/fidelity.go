@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fabric-emu/fabric/emu"
 	"github.com/fabric-emu/fabric/tc/delay"
 )
 
@@ -205,6 +206,10 @@ type DelayFidelity struct {
 	Late    bool    `json:"late"`
 	// LoopCPUPerPacketUS is the lines' thread's CPU per packet, µs.
 	LoopCPUPerPacketUS float64 `json:"loop_cpu_per_packet_us"`
+	// FullFrameUS is a full-size packet's time on the fastest delayed
+	// link, µs: a burst's packets fall due this far apart, and a loop that
+	// takes longer per packet falls behind within it.
+	FullFrameUS float64 `json:"full_frame_us,omitempty"`
 	// Machine is how late the idle machine let a loop be, measured once a
 	// run before the first delayed lab carried traffic: when its floor
 	// exceeds the limit, the lateness is at the machine's own noise.
@@ -220,10 +225,13 @@ const machineSpin = 500 * time.Millisecond
 func delayFidelity(lines []delay.Line, before, after delay.Stats, cpu time.Duration, machine *delay.MachineTiming) *DelayFidelity {
 	d := after.Since(before)
 	t := d.Totals()
-	shortest := time.Duration(1<<63 - 1)
+	shortest, frame := time.Duration(1<<63-1), time.Duration(0)
 	for _, l := range lines {
 		if l.Delay > 0 {
 			shortest = min(shortest, l.Delay)
+		}
+		if ft := l.FrameTime(emu.DefaultMTU); ft > 0 && (frame == 0 || ft < frame) {
+			frame = ft
 		}
 	}
 	limit := 50 * time.Microsecond
@@ -233,7 +241,7 @@ func delayFidelity(lines []delay.Line, before, after delay.Stats, cpu time.Durat
 	us := func(v time.Duration) float64 { return float64(v) / 1e3 }
 	f := &DelayFidelity{Lines: len(lines), Packets: t.Packets, Lost: t.Lost, Unasked: t.Overflow,
 		LatenessP50US: us(d.Lateness(0.5)), LatenessP99US: us(d.Lateness(0.99)), LatenessMaxUS: us(d.MaxLateness()),
-		LimitUS: us(limit), Machine: machine}
+		LimitUS: us(limit), FullFrameUS: us(frame), Machine: machine}
 	f.Late = d.Lateness(0.99) > limit
 	if n := d.Released(); n > 0 {
 		f.LoopCPUPerPacketUS = us(cpu) / float64(n)
@@ -255,6 +263,14 @@ func (f *FidelityRecord) advice(spec *Spec) string {
 		if m := d.Machine; m != nil && m.FloorP99.Seconds()*1e6 > d.LimitUS {
 			why = append(why, fmt.Sprintf("an idle delay line on this machine, timed before the traffic, was already %.0f µs late at p99 "+
 				"(the machine's timer, which a lower load may not help; a lower link rate scales the delays, and with them the limit, up)", m.FloorP99.Seconds()*1e6))
+		}
+		if d.FullFrameUS > 0 && d.LoopCPUPerPacketUS > d.FullFrameUS {
+			// A full-size frame is emu.DefaultMTU bytes of IP and 14 of
+			// Ethernet: the rate at which it takes as long as the loop
+			// spends per packet.
+			keeps := float64(emu.DefaultMTU+14) * 8 / d.LoopCPUPerPacketUS // bit/µs = Mbit/s
+			why = append(why, fmt.Sprintf("the lines' loop took %.0f µs of CPU per packet, more than a full-size packet's %.0f µs on the fastest delayed link, "+
+				"so it falls behind within a burst (links below about %.0f Mbit/s space a burst's packets further apart)", d.LoopCPUPerPacketUS, d.FullFrameUS, keeps))
 		}
 	}
 	if d := f.DelayLines; d != nil && d.Unasked > 0 {

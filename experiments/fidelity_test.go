@@ -23,3 +23,21 @@ func TestAdviceNamesTheMachineFloor(t *testing.T) {
 		t.Errorf("floor below the limit, advice: %s", a)
 	}
 }
+
+// A loop that takes longer per packet than a full-size packet's time on
+// the link falls behind within bursts; the advice says so, with the rate
+// below which it would not, and only then.
+func TestAdviceNamesALoopSlowerThanTheLink(t *testing.T) {
+	late := func(loopUS float64) *FidelityRecord {
+		return &FidelityRecord{Unfaithful: true, DelayLines: &DelayFidelity{LatenessP99US: 1000, LimitUS: 500, Late: true,
+			LoopCPUPerPacketUS: loopUS, FullFrameUS: 65}}
+	}
+	spec := &Spec{}
+	// 1514 bytes in 85 µs: 142 Mbit/s.
+	if a := late(85).advice(spec); !strings.Contains(a, "falls behind within a burst") || !strings.Contains(a, "142 Mbit/s") {
+		t.Errorf("loop slower than a frame, advice: %s", a)
+	}
+	if a := late(50).advice(spec); strings.Contains(a, "falls behind") {
+		t.Errorf("loop faster than a frame, advice: %s", a)
+	}
+}

@@ -58,7 +58,7 @@ type MachineTiming struct {
 // from noise; what a 50 µs limit cares about is far longer.
 const stallMin = 5 * time.Microsecond
 
-// releases is how many releases MeasureMachine times: ten samples beyond
+// releases is how many releases MeasureMachine times: six samples beyond
 // the 99th percentile, about 350 ms of sleeps.
 const releases = 600
 

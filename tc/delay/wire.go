@@ -40,6 +40,15 @@ type Line struct {
 // IP packet and its Ethernet header, as HTB counts it.
 func frameBytes(ipLen int) int { return ipLen + 14 }
 
+// FrameTime is how long a packet of ipLen bytes takes on the line's link
+// (0 when the line has no rate).
+func (l Line) FrameTime(ipLen int) time.Duration {
+	if l.Rate <= 0 {
+		return 0
+	}
+	return time.Duration(float64(frameBytes(ipLen)) * 8 / l.Rate * 1e9)
+}
+
 // MaxQueued bounds the packets one line holds (the kernel's queue
 // length): 65536 frames is more than 100 ms of a 1 Gbit/s link, far past
 // any delay a lab needs. A packet beyond it is dropped by the kernel and
@@ -222,10 +231,11 @@ func (w *Wire) fail(err error) {
 //
 // "Shortly before": a timed sleep on this project's virtual machines wakes
 // 40–100 µs late (an absolute 10 µs clock_nanosleep took 89 µs on average,
-// measured 2026-11-24), so the loop asks to wake that much early (the loop
-// measures it as it starts) and spins the last few microseconds, reading
-// arrivals as it goes. Stats reports the lateness that remains, and trials
-// flag it.
+// measured 2026-11-24), so the loop asks to wake that much early (it
+// measures it as it starts, then follows its own sleeps: nextMargin) and
+// spins the last few microseconds (reading arrivals as it goes only if a
+// line is shorter than the spin: spinReads). Stats reports the lateness
+// that remains, and trials flag it.
 func (w *Wire) loop() {
 	defer close(w.done)
 	runtime.LockOSThread() // never unlocked: the thread exits with the loop
@@ -450,7 +460,7 @@ func (w *Wire) arrive(p packet) {
 	if l.Rate > 0 && p.len > 0 {
 		// The wire carries one packet at a time: a packet the shaper let
 		// go early (HTB's burst) waits for the one before it.
-		sent = max(at, ls.wireFree) + int64(float64(frameBytes(p.len))*8/l.Rate*1e9)
+		sent = max(at, ls.wireFree) + int64(l.FrameTime(p.len))
 		ls.wireFree = sent
 	}
 	due := max(sent+int64(l.Delay), ls.lastDue)
