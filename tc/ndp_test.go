@@ -191,7 +191,10 @@ func TestNDPTrimming(t *testing.T) {
 	if maxBacklog > dataQueue || st.NDP.DataQueueMax > dataQueue {
 		t.Errorf("data queue reached %d packets (tc) / %d (counted), above its bound of %d", maxBacklog, st.NDP.DataQueueMax, dataQueue)
 	}
-	if maxBacklog < dataQueue-1 {
+	// The sampler reads tc every 1 ms, and the queue drains a frame every
+	// 1.2 ms: a sample late by a few ms (CI, 2026-11-27: it saw 6 while
+	// the port counted 8 and trimmed 51) still sees most of it.
+	if maxBacklog < dataQueue-3 {
 		t.Errorf("data backlog peaked at %d packets: the queue never filled, the burst proves nothing", maxBacklog)
 	}
 	if st.NDP.HeaderDrops+st.NDP.DataDrops != 0 {
