@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fabric-emu/fabric/results/report"
 	"github.com/fabric-emu/fabric/tc/delay"
 )
 
@@ -39,5 +40,20 @@ func TestAdviceNamesALoopSlowerThanTheLink(t *testing.T) {
 	}
 	if a := late(50).advice(spec); strings.Contains(a, "falls behind") {
 		t.Errorf("loop faster than a frame, advice: %s", a)
+	}
+}
+
+// The machine's input backlogs' drops are read from softnet_stat (this
+// machine has one line per CPU), and any during a trial flags it.
+func TestBacklogDrops(t *testing.T) {
+	if _, err := readBacklogDrops(); err != nil {
+		t.Fatal(err)
+	}
+	f := &FidelityRecord{BacklogDrops: 615}
+	if a := f.advice(&Spec{}); !strings.Contains(a, "615 packets no port or line counted") {
+		t.Errorf("advice: %s", a)
+	}
+	if (report.Fidelity{BacklogDrops: 1}).Faithful() {
+		t.Error("a trial whose backlogs dropped packets counts as faithful")
 	}
 }

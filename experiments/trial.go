@@ -260,6 +260,7 @@ type trafficResult struct {
 	elapsed       time.Duration
 	before, after map[string]*tc.PortStats
 	delay         *DelayFidelity // nil without delay lines
+	backlogDrops  uint64         // the kernel's input backlogs' drops during the traffic
 	ndp           *NDPFidelity   // nil without NDP ports
 }
 
@@ -277,6 +278,7 @@ func (t *trial) runTraffic(ctx context.Context) (*trafficResult, error) {
 		wireBefore, _ = wire.Stats()
 		wireCPU, _ = wire.LoopCPU()
 	}
+	backlog0, backlogErr := readBacklogDrops()
 	cpu := startCPUMonitor(ctx)
 	defer cpu.Stop()
 	t0 := time.Now()
@@ -299,6 +301,9 @@ func (t *trial) runTraffic(ctx context.Context) (*trafficResult, error) {
 	res.elapsed = time.Since(t0)
 	res.after = t.portCounters(context.WithoutCancel(ctx))
 	res.ndp = ndpFidelity(ndpBefore, readNDP(context.WithoutCancel(ctx), trimming))
+	if backlog1, err := readBacklogDrops(); err == nil && backlogErr == nil && backlog1 > backlog0 {
+		res.backlogDrops = backlog1 - backlog0
+	}
 	if wire != nil {
 		after, err := wire.Stats()
 		if err != nil {
@@ -385,7 +390,8 @@ func (t *trial) fidelity(tr *trafficResult) (fid *FidelityRecord, shortfall floa
 	}
 	fid.DelayLines = tr.delay
 	fid.NDP = tr.ndp
-	fid.Unfaithful = fid.CPUSaturated || fid.CaptureDrops > 0 || (tr.delay != nil && (tr.delay.Late || tr.delay.Unasked > 0))
+	fid.BacklogDrops = tr.backlogDrops
+	fid.Unfaithful = fid.CPUSaturated || fid.CaptureDrops > 0 || fid.BacklogDrops > 0 || (tr.delay != nil && (tr.delay.Late || tr.delay.Unasked > 0))
 	fid.Advice = fid.advice(t.spec)
 	if err := writeCPUCSV(filepath.Join(t.dir, "cpu.csv"), tr.samples); err != nil {
 		return nil, 0, err
@@ -434,7 +440,7 @@ func (t *trial) measureLMM() error {
 // writeMeta writes meta.json, what the report reads about the trial.
 func (t *trial) writeMeta(fid *FidelityRecord, shortfall float64) error {
 	rep := &report.Fidelity{CPUSaturated: fid.CPUSaturated, MinCPUIdlePct: fid.CPUMinIdlePct, RateAchievedFraction: shortfall,
-		DelayLinesUnfaithful: fid.DelayLines != nil && (fid.DelayLines.Late || fid.DelayLines.Unasked > 0)}
+		DelayLinesUnfaithful: fid.DelayLines != nil && (fid.DelayLines.Late || fid.DelayLines.Unasked > 0), BacklogDrops: fid.BacklogDrops}
 	if fid.Advice != "" {
 		rep.Notes = append(rep.Notes, fid.Advice)
 	}

@@ -45,6 +45,10 @@ type Fidelity struct {
 	// DelayLinesUnfaithful is set when the lab's delay lines released
 	// packets too late or dropped some nobody asked them to.
 	DelayLinesUnfaithful bool `json:"delay_lines_unfaithful,omitempty"`
+	// BacklogDrops is how many packets the kernel's per-CPU input backlogs
+	// dropped during the traffic (netdev_max_backlog): lost packets no
+	// port or line counted.
+	BacklogDrops uint64 `json:"backlog_drops,omitempty"`
 	// IncompleteFlows were cut off or failed.
 	IncompleteFlows int      `json:"incomplete_flows"`
 	Notes           []string `json:"notes,omitempty"`
@@ -71,7 +75,7 @@ func (f *Fidelity) UnmarshalJSON(b []byte) error {
 // Faithful is false when the trial should not be believed: the CPU could
 // not keep up or the capture missed packets.
 func (f Fidelity) Faithful() bool {
-	return !f.CPUSaturated && f.CaptureDrops == 0 && !f.DelayLinesUnfaithful
+	return !f.CPUSaturated && f.CaptureDrops == 0 && !f.DelayLinesUnfaithful && f.BacklogDrops == 0
 }
 
 // Flags is a short text for tables: "ok", or what went wrong.
@@ -85,6 +89,9 @@ func (f Fidelity) Flags() string {
 	}
 	if f.DelayLinesUnfaithful {
 		s = append(s, "delay-lines")
+	}
+	if f.BacklogDrops > 0 {
+		s = append(s, "backlog-drops")
 	}
 	if len(s) == 0 {
 		return "ok"
