@@ -57,7 +57,7 @@ func (g *Graph) Lines() []delay.Line {
 	for _, l := range g.Links {
 		for _, from := range []*Iface{l.A, l.B} {
 			if w := from.Wire(); l.wired() && !w.IsZero() {
-				out = append(out, delay.Line{Name: from.Label() + ">" + from.Peer.Label(), In: wireIfname(from), Delay: w.Delay, Loss: w.Loss, Rate: float64(l.Rate)})
+				out = append(out, delay.Line{Name: from.Label() + ">" + from.Peer.Label(), In: wireIfname(from), Delay: w.Delay, Loss: w.Loss, Rate: float64(l.Rate), MTU: l.MTU})
 			}
 		}
 	}

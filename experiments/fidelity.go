@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fabric-emu/fabric/emu"
+	"github.com/fabric-emu/fabric/results/report"
 	"github.com/fabric-emu/fabric/tc/delay"
 )
 
@@ -202,10 +202,10 @@ type FidelityRecord struct {
 	CaptureDrops  uint64  `json:"capture_drops"`
 	// BacklogDrops is how many packets the kernel's per-CPU input
 	// backlogs dropped during the traffic (/proc/net/softnet_stat): a
-	// burst handed to a CPU faster than it drains (a delay line releasing
-	// what a stall held back, 2026-11-27: 615 datagrams of one test went
-	// missing that no port or line dropped). No counter of the lab sees
-	// them, so any makes the trial unfaithful.
+	// burst handed to one CPU faster than it drains, as a delay line can
+	// when it releases at once what a stall held back (this machine's
+	// second CPU had dropped 104,522 since boot on 2026-11-27). No counter
+	// of the lab sees them, so any makes the trial unfaithful.
 	BacklogDrops uint64     `json:"backlog_drops"`
 	Ports        []PortRate `json:"ports,omitempty"`
 	Unfaithful   bool       `json:"unfaithful"`
@@ -237,10 +237,12 @@ type DelayFidelity struct {
 	Late    bool    `json:"late"`
 	// LoopCPUPerPacketUS is the lines' thread's CPU per packet, µs.
 	LoopCPUPerPacketUS float64 `json:"loop_cpu_per_packet_us"`
-	// FullFrameUS is a full-size packet's time on the fastest delayed
-	// link, µs: a burst's packets fall due this far apart, and a loop that
-	// takes longer per packet falls behind within it.
-	FullFrameUS float64 `json:"full_frame_us,omitempty"`
+	// FullFrameUS is an MTU-sized packet's time on the delayed link where
+	// it is shortest, µs, and FullFrameRateMbps that link's rate: a burst's
+	// packets fall due a frame apart, and a loop that takes longer per
+	// packet falls behind within it.
+	FullFrameUS       float64 `json:"full_frame_us,omitempty"`
+	FullFrameRateMbps float64 `json:"full_frame_rate_mbps,omitempty"`
 	// Machine is how late the idle machine let a loop be, measured once a
 	// run before the first delayed lab carried traffic: when its floor
 	// exceeds the limit, the lateness is at the machine's own noise.
@@ -256,13 +258,13 @@ const machineSpin = 500 * time.Millisecond
 func delayFidelity(lines []delay.Line, before, after delay.Stats, cpu time.Duration, machine *delay.MachineTiming) *DelayFidelity {
 	d := after.Since(before)
 	t := d.Totals()
-	shortest, frame := time.Duration(1<<63-1), time.Duration(0)
+	shortest, frame, frameRate := time.Duration(1<<63-1), time.Duration(0), 0.0
 	for _, l := range lines {
 		if l.Delay > 0 {
 			shortest = min(shortest, l.Delay)
 		}
-		if ft := l.FrameTime(emu.DefaultMTU); ft > 0 && (frame == 0 || ft < frame) {
-			frame = ft
+		if ft := l.FullFrame(); ft > 0 && (frame == 0 || ft < frame) {
+			frame, frameRate = ft, l.Rate
 		}
 	}
 	limit := 50 * time.Microsecond
@@ -272,12 +274,28 @@ func delayFidelity(lines []delay.Line, before, after delay.Stats, cpu time.Durat
 	us := func(v time.Duration) float64 { return float64(v) / 1e3 }
 	f := &DelayFidelity{Lines: len(lines), Packets: t.Packets, Lost: t.Lost, Unasked: t.Overflow,
 		LatenessP50US: us(d.Lateness(0.5)), LatenessP99US: us(d.Lateness(0.99)), LatenessMaxUS: us(d.MaxLateness()),
-		LimitUS: us(limit), FullFrameUS: us(frame), Machine: machine}
+		LimitUS: us(limit), FullFrameUS: us(frame), FullFrameRateMbps: frameRate / 1e6, Machine: machine}
 	f.Late = d.Lateness(0.99) > limit
 	if n := d.Released(); n > 0 {
 		f.LoopCPUPerPacketUS = us(cpu) / float64(n)
 	}
 	return f
+}
+
+// summary is what the report reads of the record (meta.json's fidelity),
+// and its Faithful is the trial's verdict (unfaithful), so that the two
+// judge alike. Capture drops are left out: the report adds them from the
+// captures' own statistics files, and would count them twice.
+func (f *FidelityRecord) summary(shortfall float64) *report.Fidelity {
+	return &report.Fidelity{CPUSaturated: f.CPUSaturated, MinCPUIdlePct: f.CPUMinIdlePct, RateAchievedFraction: shortfall,
+		BacklogDrops:         f.BacklogDrops,
+		DelayLinesUnfaithful: f.DelayLines != nil && (f.DelayLines.Late || f.DelayLines.Unasked > 0)}
+}
+
+// unfaithful is the trial's verdict: the summary's, with the captures'
+// drops.
+func (f *FidelityRecord) unfaithful() bool {
+	return f.CaptureDrops > 0 || !f.summary(0).Faithful()
 }
 
 // advice says how to make an unfaithful trial believable.
@@ -299,10 +317,9 @@ func (f *FidelityRecord) advice(spec *Spec) string {
 				"(the machine's timer, which a lower load may not help; a lower link rate scales the delays, and with them the limit, up)", m.FloorP99.Seconds()*1e6))
 		}
 		if d.FullFrameUS > 0 && d.LoopCPUPerPacketUS > d.FullFrameUS {
-			// A full-size frame is emu.DefaultMTU bytes of IP and 14 of
-			// Ethernet: the rate at which it takes as long as the loop
-			// spends per packet.
-			keeps := float64(emu.DefaultMTU+14) * 8 / d.LoopCPUPerPacketUS // bit/µs = Mbit/s
+			// The rate at which a frame takes as long as the loop spends
+			// per packet.
+			keeps := d.FullFrameRateMbps * d.FullFrameUS / d.LoopCPUPerPacketUS
 			why = append(why, fmt.Sprintf("the lines' loop took %.0f µs of CPU per packet, more than a full-size packet's %.0f µs on the fastest delayed link, "+
 				"so it falls behind within a burst (links below about %.0f Mbit/s space a burst's packets further apart)", d.LoopCPUPerPacketUS, d.FullFrameUS, keeps))
 		}

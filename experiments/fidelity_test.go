@@ -1,6 +1,7 @@
 package experiments
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -31,10 +32,10 @@ func TestAdviceNamesTheMachineFloor(t *testing.T) {
 func TestAdviceNamesALoopSlowerThanTheLink(t *testing.T) {
 	late := func(loopUS float64) *FidelityRecord {
 		return &FidelityRecord{Unfaithful: true, DelayLines: &DelayFidelity{LatenessP99US: 1000, LimitUS: 500, Late: true,
-			LoopCPUPerPacketUS: loopUS, FullFrameUS: 65}}
+			LoopCPUPerPacketUS: loopUS, FullFrameUS: 65, FullFrameRateMbps: 186.34}}
 	}
 	spec := &Spec{}
-	// 1514 bytes in 85 µs: 142 Mbit/s.
+	// A 1514-byte frame takes 65 µs at 186.34 Mbit/s and 85 µs at 142.
 	if a := late(85).advice(spec); !strings.Contains(a, "falls behind within a burst") || !strings.Contains(a, "142 Mbit/s") {
 		t.Errorf("loop slower than a frame, advice: %s", a)
 	}
@@ -53,7 +54,39 @@ func TestBacklogDrops(t *testing.T) {
 	if a := f.advice(&Spec{}); !strings.Contains(a, "615 packets no port or line counted") {
 		t.Errorf("advice: %s", a)
 	}
-	if (report.Fidelity{BacklogDrops: 1}).Faithful() {
+	if (report.Fidelity{BacklogDrops: 1}).Faithful() || !f.unfaithful() {
 		t.Error("a trial whose backlogs dropped packets counts as faithful")
+	}
+	// The captures' drops judge the trial, though the report reads them
+	// from the captures' files, not from the summary.
+	if c := (&FidelityRecord{CaptureDrops: 1}); !c.unfaithful() || c.summary(0).CaptureDrops != 0 {
+		t.Error("capture drops: the verdict misses them or the summary counts them")
+	}
+}
+
+// A run times the idle machine only when one of its labs has delay lines:
+// the lab's own links, a scheme's, or a swept delay.
+func TestDelayedRuns(t *testing.T) {
+	for _, c := range []struct {
+		name, links, schemes, sweep string
+		want                        bool
+	}{
+		{"no delay", "{rate: 100Mbit}", "{tcp: {cc: cubic}}", "", false},
+		{"the lab's links", "{rate: 100Mbit, delay: {down: 1ms}}", "{tcp: {cc: cubic}}", "", true},
+		{"a scheme's links", "{rate: 100Mbit}", "{tcp: {cc: cubic}, far: {cc: cubic, links: {delay: 1ms}}}", "", true},
+		{"a swept delay", "{rate: 100Mbit}", "{tcp: {cc: cubic}}", "sweep: {delay: [1ms]}\n", true},
+	} {
+		spec, err := Parse("d.yaml", fmt.Appendf(nil, `name: d
+lab: {name: d, topology: {kind: star, hosts: 3}, links: %s}
+schemes: %s
+traffic: {pattern: incast, client: h0, servers: rest, senders: 2, size: 10KB}
+%sduration: 1s
+`, c.links, c.schemes, c.sweep), t.TempDir())
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := spec.delayed(); got != c.want {
+			t.Errorf("%s: delayed %v, want %v", c.name, got, c.want)
+		}
 	}
 }

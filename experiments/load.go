@@ -4,7 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"slices"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -142,15 +142,19 @@ func mappingKeys(root *yaml.Node, key string) []string {
 	return nil
 }
 
-// delayed reports whether the run's labs have delay lines: the lab's or a
-// scheme's links, or a swept delay.
+// delayed reports whether any of the run's labs has delay lines: the lab
+// of every scheme at every swept delay (a search's probes change only the
+// rate, which adds or removes no line).
 func (s *Spec) delayed() bool {
-	if slices.ContainsFunc(s.Sweep.Delay, func(d Duration) bool { return d > 0 }) || s.LabSpec.HasDelayLines() {
-		return true
+	delays := []time.Duration{0}
+	for _, d := range s.Sweep.Delay {
+		delays = append(delays, time.Duration(d))
 	}
 	for _, sc := range s.Schemes {
-		if s.LabSpec.WithWires(sc.Links).HasDelayLines() {
-			return true
+		for _, d := range delays {
+			if s.labFor(sc, Point{Delay: d}, "").HasDelayLines() {
+				return true
+			}
 		}
 	}
 	return false

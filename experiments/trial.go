@@ -391,7 +391,7 @@ func (t *trial) fidelity(tr *trafficResult) (fid *FidelityRecord, shortfall floa
 	fid.DelayLines = tr.delay
 	fid.NDP = tr.ndp
 	fid.BacklogDrops = tr.backlogDrops
-	fid.Unfaithful = fid.CPUSaturated || fid.CaptureDrops > 0 || fid.BacklogDrops > 0 || (tr.delay != nil && (tr.delay.Late || tr.delay.Unasked > 0))
+	fid.Unfaithful = fid.unfaithful()
 	fid.Advice = fid.advice(t.spec)
 	if err := writeCPUCSV(filepath.Join(t.dir, "cpu.csv"), tr.samples); err != nil {
 		return nil, 0, err
@@ -439,8 +439,7 @@ func (t *trial) measureLMM() error {
 
 // writeMeta writes meta.json, what the report reads about the trial.
 func (t *trial) writeMeta(fid *FidelityRecord, shortfall float64) error {
-	rep := &report.Fidelity{CPUSaturated: fid.CPUSaturated, MinCPUIdlePct: fid.CPUMinIdlePct, RateAchievedFraction: shortfall,
-		DelayLinesUnfaithful: fid.DelayLines != nil && (fid.DelayLines.Late || fid.DelayLines.Unasked > 0), BacklogDrops: fid.BacklogDrops}
+	rep := fid.summary(shortfall)
 	if fid.Advice != "" {
 		rep.Notes = append(rep.Notes, fid.Advice)
 	}

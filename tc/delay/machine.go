@@ -3,7 +3,6 @@ package delay
 import (
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"time"
 
@@ -13,8 +12,8 @@ import (
 // A delay line is a loop that must run when a packet is due. On a virtual
 // machine it sometimes cannot: the hypervisor takes the vCPU away, and a
 // timed sleep wakes late, the later the longer it slept (this project's
-// Firecracker VMs, 2026-11-27: 35 µs at the median after 50 µs, 54 µs
-// after 1 ms, 96 µs after 5 ms; 100-350 µs at p99). A lower load does not
+// Firecracker VMs, 2026-11-27: 30–35 µs at the median after 50 µs, 54–62
+// µs after 1 ms, 83–96 µs after 5 ms; 104–868 µs at p99). A lower load does not
 // change that, so a trial flagged for lateness should say how much of it
 // the machine showed idle.
 // MeasureMachine measures it, with the loop's own thread settings, before
@@ -46,8 +45,9 @@ type MachineTiming struct {
 	// FloorP99 is the larger of IdleLateP99 and StallFloorP99: the p99
 	// lateness of a delay loop on this machine with nothing else running.
 	// It is not a strict bound: a vCPU kept busy does not halt and its
-	// timers can fire sooner (a SCHED_IDLE spinner beside the loop
-	// halved the median overshoot here, 2026-11-27, though not its p99).
+	// timers can fire sooner (a SCHED_IDLE spinner beside the loop cut the
+	// median overshoot after 0.05–5 ms sleeps from 30–83 µs to 22–29 µs
+	// here, 2026-11-27; the p99 from 117–868 µs to 78–154 µs).
 	// A lateness limit below it is at the machine's own noise.
 	FloorP99 time.Duration `json:"floor_p99_ns"`
 	Spin     time.Duration `json:"spin_ns"` // how long the spin lasted
@@ -68,16 +68,7 @@ const releases = 600
 func MeasureMachine(spin time.Duration) MachineTiming {
 	out := make(chan MachineTiming)
 	go func() {
-		// The thread's affinity and nice value are changed for good: it is
-		// never unlocked, so it exits with the goroutine.
-		runtime.LockOSThread()
-		unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
-		unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), loopNice) // best effort, as in loop
-		if LoopCPU >= 0 {
-			var set unix.CPUSet
-			set.Set(LoopCPU)
-			unix.SchedSetaffinity(0, &set)
-		}
+		becomeLoopThread() // the thread exits with the goroutine
 		var m MachineTiming
 		margin := int64(wakeMargin())
 		rng := rand.New(rand.NewPCG(1, 2)) // the waits' lengths; any spread will do

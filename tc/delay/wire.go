@@ -34,6 +34,7 @@ type Line struct {
 	Delay time.Duration
 	Loss  float64
 	Rate  float64 // bit/s; 0: no serialisation
+	MTU   int     // the link's, bytes of IP: the largest packet it carries
 }
 
 // frameBytes is what a packet of ipLen bytes occupies at the shaper: the
@@ -48,6 +49,10 @@ func (l Line) FrameTime(ipLen int) time.Duration {
 	}
 	return time.Duration(float64(frameBytes(ipLen)) * 8 / l.Rate * 1e9)
 }
+
+// FullFrame is how long a packet of the link's MTU takes on it: how far
+// apart the packets of a burst fall due.
+func (l Line) FullFrame() time.Duration { return l.FrameTime(l.MTU) }
 
 // MaxQueued bounds the packets one line holds (the kernel's queue
 // length): 65536 frames is more than 100 ms of a 1 Gbit/s link, far past
@@ -238,21 +243,7 @@ func (w *Wire) fail(err error) {
 // that remains, and trials flag it.
 func (w *Wire) loop() {
 	defer close(w.done)
-	runtime.LockOSThread() // never unlocked: the thread exits with the loop
-	w.tid.Store(int32(unix.Gettid()))
-	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
-	// A nicer share of the CPU than the transports it carries packets
-	// for: on two cores, sixteen busy Homa transports left the loop
-	// runnable but waiting, until it fell seconds behind and its queues
-	// overflowed (homa/priorities on W2). Nice −10 weighs about nine
-	// times a normal thread in CFS, which is not real time: the loop
-	// still yields whenever it sleeps, so softirqs are not starved.
-	unix.Setpriority(unix.PRIO_PROCESS, int(w.tid.Load()), loopNice)
-	if LoopCPU >= 0 { // see RPSMask
-		var set unix.CPUSet
-		set.Set(LoopCPU)
-		unix.SchedSetaffinity(0, &set)
-	}
+	w.tid.Store(int32(becomeLoopThread()))
 	w.margin.Store(int64(wakeMargin()))
 	fds := []unix.PollFd{{Fd: int32(w.q.fd), Events: unix.POLLIN}}
 	idle := unix.NsecToTimespec(int64(50 * time.Millisecond)) // wake to notice Stop
@@ -338,6 +329,29 @@ const loopNice = -10
 // most this much CPU per release however late its timer wakes it.
 const spinMax = int64(20 * time.Microsecond)
 
+// becomeLoopThread locks the calling goroutine to its thread for good (the
+// thread exits with the goroutine) and sets that thread up as the loop's:
+// fine timer slack, a nicer share of the CPU, on LoopCPU. It returns the
+// thread's id.
+//
+// The nicer share: on two cores, sixteen busy Homa transports left the
+// loop runnable but waiting, until it fell seconds behind and its queues
+// overflowed (homa/priorities on W2). Nice −10 weighs about nine times a
+// normal thread in CFS, which is not real time: the loop still yields
+// whenever it sleeps, so softirqs are not starved.
+func becomeLoopThread() int {
+	runtime.LockOSThread() // never unlocked
+	tid := unix.Gettid()
+	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	unix.Setpriority(unix.PRIO_PROCESS, tid, loopNice) // best effort
+	if LoopCPU >= 0 {                                  // see RPSMask
+		var set unix.CPUSet
+		set.Set(LoopCPU)
+		unix.SchedSetaffinity(0, &set)
+	}
+	return tid
+}
+
 // wakeMargin measures how late this machine's timed sleeps wake (the median
 // of 40 sleeps of 50 µs), within [0, maxMargin]: the loop sleeps that much
 // less, so that it wakes on time as often as late.
@@ -358,9 +372,10 @@ func wakeMargin() time.Duration {
 // step when a sleep woke later than the margin, down one when earlier).
 // The margin measured at start times sleeps of 50 µs, but a sleep here
 // wakes later the longer it slept (2026-11-27: 35 µs at the median after
-// 50 µs, 54 µs after 1 ms), so with 1 ms lines and a light load every
-// release was ~50 µs late at the median (BenchmarkDelayAccuracy: an idle
-// ping's RTT through four lines 4.9–6.4 % above 4 ms).
+// 50 µs, 54 µs after 1 ms). With the margin following the sleeps, an idle
+// ping's RTT through four 1 ms lines was 3.9 and 4.3 % above 4 ms at the
+// median against 4.9 and 6.4 % (BenchmarkDelayAccuracy, two runs each);
+// most of what remains is the steering of released packets (LoopCPU).
 func nextMargin(margin, over int64) int64 {
 	switch {
 	case over > margin:
