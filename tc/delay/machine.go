@@ -2,11 +2,10 @@ package delay
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // A delay line is a loop that must run when a packet is due. On a virtual
@@ -62,28 +61,24 @@ const stallMin = 5 * time.Microsecond
 // the 99th percentile, about 350 ms of sleeps.
 const releases = 600
 
-// MeasureMachine times releases as an idle delay loop would, then spins
-// for spin reading the clock, on a thread set up as the loop's is (CPU,
-// nice, timer slack).
+// MeasureMachine times releases with the delay loop's own timer, then
+// spins for spin reading the clock, on a thread set up as the loop's is
+// (CPU, nice, timer slack).
 func MeasureMachine(spin time.Duration) MachineTiming {
 	out := make(chan MachineTiming)
 	go func() {
 		becomeLoopThread() // the thread exits with the goroutine
 		var m MachineTiming
-		margin := int64(wakeMargin())
+		var t timer
+		t.margin.Store(int64(wakeMargin()))
 		rng := rand.New(rand.NewPCG(1, 2)) // the waits' lengths; any spread will do
 		late := make([]time.Duration, 0, releases)
 		for range releases {
 			due := time.Now().Add(50*time.Microsecond + time.Duration(rng.Int64N(int64(950*time.Microsecond))))
-			wake := due.Add(-time.Duration(margin))
-			ts := unix.NsecToTimespec(wake.UnixNano())
-			unix.ClockNanosleep(unix.CLOCK_REALTIME, unix.TIMER_ABSTIME, &ts, nil)
-			margin = nextMargin(margin, int64(time.Since(wake)))
-			for now := time.Now(); now.Before(due) && due.Sub(now) <= time.Duration(spinMax); now = time.Now() {
-			}
+			t.until(due.UnixNano(), math.MaxInt64, nil) // a sleep's error is lateness here, measured below
 			late = append(late, max(time.Since(due), 0))
 		}
-		m.Margin = time.Duration(margin)
+		m.Margin = time.Duration(t.margin.Load())
 		slices.Sort(late)
 		m.IdleLateP50, m.IdleLateP99 = late[len(late)/2], late[len(late)*99/100]
 		var stalls []time.Duration

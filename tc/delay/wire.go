@@ -90,7 +90,7 @@ type Wire struct {
 	done     chan struct{}
 	stopOnce sync.Once
 	tid      atomic.Int32 // the loop's thread, for its CPU time
-	margin   atomic.Int64 // how early it wakes before a release, ns
+	timer    timer
 
 	mu   sync.Mutex // guards hist and err
 	hist histogram
@@ -244,7 +244,7 @@ func (w *Wire) fail(err error) {
 func (w *Wire) loop() {
 	defer close(w.done)
 	w.tid.Store(int32(becomeLoopThread()))
-	w.margin.Store(int64(wakeMargin()))
+	w.timer.margin.Store(int64(wakeMargin()))
 	fds := []unix.PollFd{{Fd: int32(w.q.fd), Events: unix.POLLIN}}
 	idle := unix.NsecToTimespec(int64(50 * time.Millisecond)) // wake to notice Stop
 	for {
@@ -270,10 +270,8 @@ func (w *Wire) loop() {
 }
 
 // wait blocks until something is due: on the socket when nothing is held,
-// else asleep until margin before the next release, then spinning at most
-// spinMax to it; a release further away than that after the sleep waits
-// for the next wake-up instead, so the spinning (its CPU) stays bounded
-// whatever the packet rate.
+// else on the loop's timer, reading arrivals while it spins only when one
+// could fall due before the spin ends (spinReads).
 func (w *Wire) wait(fds []unix.PollFd, idle *unix.Timespec) error {
 	next := w.nextDue()
 	if next == noneDue {
@@ -284,20 +282,44 @@ func (w *Wire) wait(fds []unix.PollFd, idle *unix.Timespec) error {
 		}
 		return nil
 	}
-	next -= w.early
+	var spin func() error
+	if w.spinReads {
+		spin = func() error {
+			if err := w.q.receive(w.arrive); err != nil {
+				return fmt.Errorf("delay: receive: %w", err)
+			}
+			return nil
+		}
+	}
+	return w.timer.until(next-w.early, time.Now().UnixNano()+w.pollEvery(), spin)
+}
+
+// timer is how the loop waits for a release: asleep until its wake-up
+// margin before it, then spinning at most spinMax to it. A release further
+// away than that after the sleep waits for the next wake-up instead, so
+// the spinning (its CPU) stays bounded whatever the packet rate.
+// MeasureMachine times releases with a timer of its own, so what it
+// reports is this code's lateness, not a model's.
+type timer struct {
+	margin atomic.Int64 // how early it wakes before a release, ns (nextMargin)
+}
+
+// until waits for due (ns, CLOCK_REALTIME), sleeping no later than limit;
+// spin, when not nil, runs on every turn of the spin.
+func (t *timer) until(due, limit int64, spin func() error) error {
 	now := time.Now().UnixNano()
-	if next-now > spinMax {
-		wake := next - w.margin.Load()
+	if due-now > spinMax {
+		wake := due - t.margin.Load()
 		if wake <= now {
 			// Already within the timer's overshoot of the release: a sleep
-			// to next-margin would return at once, over and over, and the
+			// to due-margin would return at once, over and over, and the
 			// loop would spin the whole margin away (measured: a whole
 			// core, 210 µs of CPU per packet, when a busy start-up had
 			// measured a large margin). Sleep to spinMax before it
 			// instead and accept the overshoot as lateness.
-			wake = next - spinMax
+			wake = due - spinMax
 		}
-		target := min(wake, now+w.pollEvery())
+		target := min(wake, limit)
 		ts := unix.NsecToTimespec(target)
 		_, _, errno := unix.RawSyscall6(unix.SYS_CLOCK_NANOSLEEP, unix.CLOCK_REALTIME, unix.TIMER_ABSTIME,
 			uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
@@ -306,18 +328,19 @@ func (w *Wire) wait(fds []unix.PollFd, idle *unix.Timespec) error {
 		}
 		now = time.Now().UnixNano()
 		if errno == 0 {
-			w.margin.Store(nextMargin(w.margin.Load(), now-target))
+			t.margin.Store(nextMargin(t.margin.Load(), now-target))
 		}
 	}
-	if next = w.nextDue() - w.early; next-now <= spinMax {
-		for now < next {
-			if w.spinReads {
-				if err := w.q.receive(w.arrive); err != nil {
-					return fmt.Errorf("delay: receive: %w", err)
-				}
+	if due-now > spinMax {
+		return nil
+	}
+	for now < due {
+		if spin != nil {
+			if err := spin(); err != nil {
+				return err
 			}
-			now = time.Now().UnixNano()
 		}
+		now = time.Now().UnixNano()
 	}
 	return nil
 }
@@ -400,7 +423,7 @@ const maxMargin = 100 * time.Microsecond
 
 // Margin is how early the loop wakes before a release (measured at start,
 // then tracked, see nextMargin).
-func (w *Wire) Margin() time.Duration { return time.Duration(w.margin.Load()) }
+func (w *Wire) Margin() time.Duration { return time.Duration(w.timer.margin.Load()) }
 
 // LoopCPU is the CPU the loop runs on (-1: any, on a one-CPU machine).
 // Releasing a packet makes the kernel carry it on from the releasing
