@@ -87,6 +87,17 @@ type SchemeSearch struct {
 	ProbesSaved int `json:"probes_saved"`
 }
 
+// suspect counts the unfaithful trials among those the answer rests on
+// (the final bracket's ends, search.Result.Ends), and those trials: a
+// late delay line or a saturated CPU there may have moved the answer.
+func (r SchemeSearch) suspect() (unfaithful, trials int) {
+	for _, st := range r.Ends() {
+		unfaithful += st.Outcome.Unfaithful
+		trials += st.Outcome.Trials
+	}
+	return unfaithful, trials
+}
+
 // searchFileName is the search's state in the run directory.
 const searchFileName = "search.json"
 
@@ -346,6 +357,9 @@ func searchMarkdown(spec *Spec, schemes []SchemeSearch) string {
 		case r.Exhausted:
 			answer = "met; trial budget spent before the bracket closed"
 		}
+		if n, of := r.suspect(); n > 0 {
+			answer += fmt.Sprintf("; suspect: %d of the %d trials it rests on unfaithful", n, of)
+		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d | %d | %s |\n", r.Scheme, rate, paperRate, weights,
 			len(r.Steps), r.Trials, r.ProbesSaved, answer)
 	}
@@ -353,7 +367,13 @@ func searchMarkdown(spec *Spec, schemes []SchemeSearch) string {
 		fmt.Fprintf(&b, "\nInflation (%s's least rate over each scheme's):", schemes[0].Scheme)
 		for _, r := range schemes[1:] {
 			if r.Met {
-				fmt.Fprintf(&b, " %s %.2f×;", r.Scheme, schemes[0].RateBPS/r.RateBPS)
+				fmt.Fprintf(&b, " %s %.2f×", r.Scheme, schemes[0].RateBPS/r.RateBPS)
+				if n, _ := schemes[0].suspect(); n > 0 {
+					b.WriteString(" (suspect)")
+				} else if n, _ := r.suspect(); n > 0 {
+					b.WriteString(" (suspect)")
+				}
+				b.WriteString(";")
 			}
 		}
 		b.WriteString("\n")

@@ -2,6 +2,7 @@ package experiments
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/fabric-emu/fabric/experiments/search"
@@ -63,5 +64,34 @@ func TestSearchProbeChangesOnlyTheCapacity(t *testing.T) {
 		if a, b := at.Message(i), base.Message(i); a.TimeNS != b.TimeNS || a.Size != b.Size || a.Class != b.Class {
 			t.Fatalf("message %d: %+v at the probe's rate, %+v at the lab's", i, a, b)
 		}
+	}
+}
+
+// An answer whose bracket's ends include unfaithful trials says so, in its
+// row and in the inflation line; one resting on faithful trials does not.
+func TestSearchReportFlagsSuspectAnswers(t *testing.T) {
+	spec, err := Parse("search.yaml", []byte(searchExperiment), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(rate float64, met bool, unfaithful int) search.Step {
+		return search.Step{Probe: search.Probe{RateBPS: rate}, Outcome: search.Outcome{Met: met, Trials: 3, Unfaithful: unfaithful}}
+	}
+	suspect := SchemeSearch{Scheme: "fifo", Result: search.Result{RateBPS: 16e6, Met: true,
+		Steps: []search.Step{step(12e6, false, 0), step(18e6, true, 0), step(15e6, false, 2), step(16e6, true, 0)}}}
+	clean := SchemeSearch{Scheme: "w", Result: search.Result{RateBPS: 10e6, Met: true,
+		Steps: []search.Step{step(12e6, true, 0), step(9e6, false, 0), step(10e6, true, 0)}}}
+	md := searchMarkdown(spec, []SchemeSearch{suspect, clean})
+	for _, want := range []string{"suspect: 2 of the 6 trials it rests on unfaithful", "w 1.60× (suspect);"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Count(md, "suspect:") != 1 {
+		t.Errorf("only fifo's answer is suspect:\n%s", md)
+	}
+	clean.Steps[1].Outcome.Unfaithful = 1 // the miss below the answer, w's lower end
+	if md := searchMarkdown(spec, []SchemeSearch{clean}); !strings.Contains(md, "suspect: 1 of the 6 trials") {
+		t.Errorf("a flagged lower end does not reach the answer:\n%s", md)
 	}
 }

@@ -91,6 +91,36 @@ type Result struct {
 	Steps     []Step `json:"steps"`
 }
 
+// Ends are the probes the answer rests on: the one that met at RateBPS
+// and the highest that missed below it with the same weights (the final
+// bracket's ends; the floor, never probed, when none missed); when
+// nothing met, the highest probe, which missed. A trial the fidelity
+// monitor flagged at either end may have decided the answer.
+func (r Result) Ends() []Step {
+	var met, missed *Step
+	for i := range r.Steps {
+		st := &r.Steps[i]
+		switch {
+		case !r.Met:
+			if missed == nil || st.Probe.RateBPS > missed.Probe.RateBPS {
+				missed = st
+			}
+		case !slices.Equal(st.Probe.Weights, r.Weights):
+		case st.Outcome.Met && st.Probe.RateBPS == r.RateBPS:
+			met = st
+		case !st.Outcome.Met && st.Probe.RateBPS < r.RateBPS && (missed == nil || st.Probe.RateBPS > missed.Probe.RateBPS):
+			missed = st
+		}
+	}
+	var ends []Step
+	for _, st := range []*Step{missed, met} {
+		if st != nil {
+			ends = append(ends, *st)
+		}
+	}
+	return ends
+}
+
 // ErrBadConfig is returned for a bracket or tolerance that cannot work.
 var ErrBadConfig = errors.New("search: bad configuration")
 

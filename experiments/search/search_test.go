@@ -3,6 +3,7 @@ package search
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -104,5 +105,42 @@ func TestLeastRejectsABadBracket(t *testing.T) {
 	_, err := Least(context.Background(), Config{Lo: 5, Hi: 5, Tolerance: 0.1}, threshold(nil, 1, &calls), nil)
 	if !errors.Is(err, ErrBadConfig) || calls != 0 {
 		t.Errorf("err %v after %d probes, want ErrBadConfig before any", err, calls)
+	}
+}
+
+// The answer's ends are the met probe at the answer and the highest miss
+// below it with the same weights, so a flag on either reaches the answer.
+func TestEndsAreTheBracketsEnds(t *testing.T) {
+	calls := 0
+	at := map[int]float64{1: 6e6, 2: 3e6}
+	cfg := Config{Lo: 2e6, Hi: 10e6, Tolerance: 0.05, Candidates: [][]int{{1, 4}, {2, 4}}}
+	res, err := Least(context.Background(), cfg, threshold(at, 1, &calls), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends := res.Ends()
+	if len(ends) != 2 {
+		t.Fatalf("%d ends, want 2: %+v", len(ends), ends)
+	}
+	lo, hi := ends[0], ends[1]
+	if lo.Outcome.Met || !hi.Outcome.Met || hi.Probe.RateBPS != res.RateBPS || lo.Probe.Weights[0] != 2 || hi.Probe.Weights[0] != 2 {
+		t.Errorf("ends %+v and %+v, want a miss and the met probe at %g, both with weights [2 4]", lo, hi, res.RateBPS)
+	}
+	if hi.Probe.RateBPS/lo.Probe.RateBPS > 1+cfg.Tolerance || lo.Probe.RateBPS > 3e6 {
+		t.Errorf("ends %g and %g are not the final bracket around 3e6", lo.Probe.RateBPS, hi.Probe.RateBPS)
+	}
+	for _, st := range res.Steps {
+		if !st.Outcome.Met && slices.Equal(st.Probe.Weights, res.Weights) && st.Probe.RateBPS > lo.Probe.RateBPS && st.Probe.RateBPS < res.RateBPS {
+			t.Errorf("a higher miss at %g below the answer than the end %g", st.Probe.RateBPS, lo.Probe.RateBPS)
+		}
+	}
+
+	calls = 0
+	res, err = Least(context.Background(), Config{Lo: 1e6, Hi: 4e6, Tolerance: 0.1}, threshold(map[int]float64{0: 5e6}, 1, &calls), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ends := res.Ends(); len(ends) != 1 || ends[0].Probe.RateBPS != 4e6 || ends[0].Outcome.Met {
+		t.Errorf("nothing met: ends %+v, want the miss at Hi", ends)
 	}
 }
