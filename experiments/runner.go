@@ -300,7 +300,8 @@ func Report(runDirs ...string) (string, error) {
 
 // writeReport loads the trials under runDirs and writes the report into
 // the first; the paper comparison is appended to report.md when that run's
-// run.json names a published table.
+// run.json names a published table, and a capacity search's answers
+// (search.md) when the run was a search.
 func writeReport(runDirs ...string) (*report.Report, []*report.TrialSummary, *paper.Comparison, error) {
 	if len(runDirs) == 0 {
 		return nil, nil, nil, errors.New("no run directory")
@@ -313,15 +314,24 @@ func writeReport(runDirs ...string) (*report.Report, []*report.TrialSummary, *pa
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	rf, err := ReadRunFile(runDirs[0])
-	if err != nil || rf.Paper == "" {
-		return rep, trials, nil, nil // a bare trial directory has no run.json
+	var cmp *paper.Comparison
+	extra := ""
+	if rf, err := ReadRunFile(runDirs[0]); err == nil && rf.Paper != "" { // a bare trial directory has no run.json
+		if cmp, err = paper.Compare(rf.Paper, rep.Rows, scaleOf(trials)); err != nil {
+			return nil, nil, nil, err
+		}
+		extra += "\n" + cmp.Markdown()
 	}
-	cmp, err := paper.Compare(rf.Paper, rep.Rows, scaleOf(trials))
-	if err != nil {
+	switch b, err := os.ReadFile(filepath.Join(runDirs[0], searchReportName)); {
+	case err == nil:
+		extra += string(b)
+	case !errors.Is(err, os.ErrNotExist):
 		return nil, nil, nil, err
 	}
-	rep.Markdown += "\n" + cmp.Markdown()
+	if extra == "" {
+		return rep, trials, cmp, nil
+	}
+	rep.Markdown += extra
 	if err := os.WriteFile(filepath.Join(runDirs[0], "report.md"), []byte(rep.Markdown), 0o644); err != nil {
 		return nil, nil, nil, err
 	}

@@ -148,13 +148,18 @@ func Search(ctx context.Context, spec *Spec, opts Options) (*SearchResult, error
 		}
 	}
 	res.Elapsed = time.Since(s.start)
-	if err := Finish(res); err != nil {
+	md := searchMarkdown(spec, out.Schemes)
+	if err := os.WriteFile(filepath.Join(res.Dir, searchReportName), []byte(md), 0o644); err != nil {
 		return out, err
 	}
-	md := searchMarkdown(spec, out.Schemes)
-	res.Report.Markdown += md
-	return out, os.WriteFile(filepath.Join(res.Dir, "report.md"), []byte(res.Report.Markdown), 0o644)
+	return out, Finish(res) // report.md, with search.md appended
 }
+
+// searchReportName is the capacity section of report.md, kept in the run
+// directory so that a report rebuilt from the trials (fabric report)
+// keeps the search's answers: they come from search.json's probes and the
+// spec, which the trials alone do not hold.
+const searchReportName = "search.md"
 
 // load reads search.json of a resumed run, if it has one.
 func (s *searcher) load() error {

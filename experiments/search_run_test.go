@@ -88,6 +88,16 @@ func TestSearchFindsAKnownCapacity(t *testing.T) {
 	if !strings.Contains(res.Report.Markdown, "## Capacity search") {
 		t.Errorf("the report has no capacity section:\n%s", res.Report.Markdown)
 	}
+	// fabric report rebuilds report.md from the trials and keeps the
+	// answers, which the trials alone do not hold.
+	rebuilt, err := Report(res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if onDisk, _ := os.ReadFile(filepath.Join(res.Dir, "report.md")); strings.Count(rebuilt, "## Capacity search") != 1 || string(onDisk) != rebuilt {
+		t.Errorf("the rebuilt report has %d capacity sections (want 1), or differs from report.md:\n%s",
+			strings.Count(rebuilt, "## Capacity search"), rebuilt)
+	}
 
 	// Below R* the SLO must be missed: the judge is not simply saying yes.
 	s := &searcher{runner: &runner{spec: spec, opts: opts.withDefaults(), run: &RunFile{Seed: res.Seed}, dir: res.Dir},
