@@ -370,15 +370,14 @@ func searchMarkdown(spec *Spec, schemes []SchemeSearch) string {
 	}
 	if len(schemes) > 1 && schemes[0].Met {
 		fmt.Fprintf(&b, "\nInflation (%s's least rate over each scheme's):", schemes[0].Scheme)
+		first, _ := schemes[0].suspect() // a suspect numerator makes every ratio suspect
 		for _, r := range schemes[1:] {
 			if r.Met {
-				fmt.Fprintf(&b, " %s %.2f×", r.Scheme, schemes[0].RateBPS/r.RateBPS)
-				if n, _ := schemes[0].suspect(); n > 0 {
-					b.WriteString(" (suspect)")
-				} else if n, _ := r.suspect(); n > 0 {
-					b.WriteString(" (suspect)")
+				mark := ""
+				if n, _ := r.suspect(); n+first > 0 {
+					mark = " (suspect)"
 				}
-				b.WriteString(";")
+				fmt.Fprintf(&b, " %s %.2f×%s;", r.Scheme, schemes[0].RateBPS/r.RateBPS, mark)
 			}
 		}
 		b.WriteString("\n")

@@ -77,14 +77,19 @@ type Wire struct {
 	// releases within this window share one wake-up. It is at most 2.5 %
 	// of the shortest delay and 25 µs.
 	early int64
-	// spinReads is whether the loop reads arrivals while it spins to a
-	// release: only when a line's delay is shorter than the spin, so that
-	// a packet arriving meanwhile could fall due before the spin ends.
+	// poll is how long the loop may leave arrivals unread while it holds
+	// packets, ns: half the shortest delay, and at least 20 µs (a
+	// loss-only line, whose delay is zero, then delays by at most that
+	// much while other lines hold packets).
+	poll int64
+	// spin reads arrivals while the loop spins to a release (nil: it does
+	// not): only when a line's delay is shorter than the spin, so that a
+	// packet arriving meanwhile could fall due before the spin ends.
 	// Otherwise nothing read then is due sooner, and each turn of the
 	// spin was a non-blocking recvmmsg: without them hull/table1 quick's
 	// lines took 49.6–53.8 µs of loop CPU per packet against 50.4–56.6
 	// (2026-11-27, three runs each, alternating).
-	spinReads bool
+	spin func() error
 
 	stop     chan struct{}
 	done     chan struct{}
@@ -125,12 +130,15 @@ func Start(netnsPath string, lines []Line, seed uint64) (*Wire, error) {
 	for i := range w.state {
 		w.state[i].rng = rand.New(rand.NewPCG(seed, uint64(i)))
 	}
-	shortest := 25 * time.Microsecond * 40
+	shortest := time.Second
 	for _, l := range lines {
 		shortest = min(shortest, l.Delay)
 	}
-	w.early = int64(shortest / 40)
-	w.spinReads = int64(shortest) < spinMax
+	w.early = int64(min(shortest, 25*time.Microsecond*40) / 40)
+	w.poll = int64(max(shortest/2, 20*time.Microsecond))
+	if int64(shortest) < spinMax {
+		w.spin = w.receiveArrivals
+	}
 	if err := netnsutil.Do(netnsPath, w.setup); err != nil {
 		w.closeFDs()
 		return nil, fmt.Errorf("delay lines in %s: %w", netnsPath, err)
@@ -239,7 +247,7 @@ func (w *Wire) fail(err error) {
 // measured 2026-11-24), so the loop asks to wake that much early (it
 // measures it as it starts, then follows its own sleeps: nextMargin) and
 // spins the last few microseconds (reading arrivals as it goes only if a
-// line is shorter than the spin: spinReads). Stats reports the lateness
+// line is shorter than the spin: spin). Stats reports the lateness
 // that remains, and trials flag it.
 func (w *Wire) loop() {
 	defer close(w.done)
@@ -271,7 +279,7 @@ func (w *Wire) loop() {
 
 // wait blocks until something is due: on the socket when nothing is held,
 // else on the loop's timer, reading arrivals while it spins only when one
-// could fall due before the spin ends (spinReads).
+// could fall due before the spin ends (spin).
 func (w *Wire) wait(fds []unix.PollFd, idle *unix.Timespec) error {
 	next := w.nextDue()
 	if next == noneDue {
@@ -282,16 +290,15 @@ func (w *Wire) wait(fds []unix.PollFd, idle *unix.Timespec) error {
 		}
 		return nil
 	}
-	var spin func() error
-	if w.spinReads {
-		spin = func() error {
-			if err := w.q.receive(w.arrive); err != nil {
-				return fmt.Errorf("delay: receive: %w", err)
-			}
-			return nil
-		}
+	return w.timer.until(next-w.early, time.Now().UnixNano()+w.poll, w.spin)
+}
+
+// receiveArrivals takes every packet queued so far (see spin).
+func (w *Wire) receiveArrivals() error {
+	if err := w.q.receive(w.arrive); err != nil {
+		return fmt.Errorf("delay: receive: %w", err)
 	}
-	return w.timer.until(next-w.early, time.Now().UnixNano()+w.pollEvery(), spin)
+	return nil
 }
 
 // timer is how the loop waits for a release: asleep until its wake-up
@@ -463,18 +470,6 @@ func RPSMask() string {
 
 // noneDue is nextDue's answer when nothing is held.
 const noneDue = int64(1<<63 - 1)
-
-// pollEvery is how long the loop may leave arrivals unread while it holds
-// packets: half the shortest delay, and at least 20 µs (a loss-only line,
-// whose delay is zero, then delays by at most that much while other lines
-// hold packets).
-func (w *Wire) pollEvery() int64 {
-	shortest := time.Second
-	for _, l := range w.lines {
-		shortest = min(shortest, l.Delay)
-	}
-	return int64(max(shortest/2, 20*time.Microsecond))
-}
 
 // arrive takes one queued packet: dropped at once if the line's loss says
 // so, else held until its arrival time plus the line's delay. A constant
