@@ -125,7 +125,7 @@ func latencies(got []tctest.Datagram, flow byte) []float64 {
 
 // Test 3: strict priority. Band-1 bulk traffic saturates a 100 Mbit port;
 // band-0 probes (DSCP CS7) cross it in under 1 ms at the 99th percentile,
-// while band-1 probes wait behind the standing queue (p50 > 5 ms).
+// while band-1 probes wait behind the standing queue (over 5 ms).
 func TestPriorityIsolation(t *testing.T) {
 	testenv.RequireRoot(t)
 	lab := tctest.NewStar(t, "bulk", "p0", "p1", "rx")
@@ -159,9 +159,45 @@ func TestPriorityIsolation(t *testing.T) {
 	if p := percentile(l0, 99); p >= 1 {
 		t.Errorf("band-0 p99 %.3f ms, want < 1 ms", p)
 	}
-	if p := percentile(l1, 50); p <= 5 {
-		t.Errorf("band-1 p50 %.3f ms, want > 5 ms (a standing queue)", p)
+	// Isolation is shown only where band 1 had a queue to be isolated
+	// from: the band-0 probes sent beside a band-1 probe that waited over
+	// 5 ms. A queue standing throughout makes that nearly all of them;
+	// the test wants 1 %, because a sender starved of CPU on a loaded
+	// machine bursts and lets the queue drain between bursts (a CI run on
+	// 2026-11-27 saw band 1's p50 at 0.022 ms, its p99 at 12.3 ms).
+	beside := besideQueue(got, 0, 1, 5)
+	t.Logf("band-0 probes beside a band-1 wait over 5 ms: n=%d p99 %.3f ms", len(beside), percentile(beside, 99))
+	if len(beside) < 30 {
+		t.Fatalf("%d band-0 probes were sent while band 1 queued over 5 ms, want ≥ 30: no standing queue in band 1", len(beside))
 	}
+	if p := percentile(beside, 99); p >= 1 {
+		t.Errorf("band-0 probes beside a band-1 queue of over 5 ms: p99 %.3f ms, want < 1 ms", p)
+	}
+}
+
+// besideQueue returns the latencies (ms) of flow's datagrams that were
+// sent within 0.5 ms of one of other's that waited over waitMs: what flow
+// crossed while other stood in a queue.
+func besideQueue(got []tctest.Datagram, flow, other byte, waitMs float64) []float64 {
+	var queued []int64 // send times of other's datagrams that waited
+	for _, d := range got {
+		if d.Flow == other && float64(d.Latency())/1e6 > waitMs {
+			queued = append(queued, d.SentNs)
+		}
+	}
+	slices.Sort(queued)
+	const near = int64(500 * time.Microsecond)
+	var ms []float64
+	for _, d := range got {
+		if d.Flow != flow {
+			continue
+		}
+		i, _ := slices.BinarySearch(queued, d.SentNs-near)
+		if i < len(queued) && queued[i] <= d.SentNs+near {
+			ms = append(ms, float64(d.Latency())/1e6)
+		}
+	}
+	return ms
 }
 
 // Test 4: weighted classes 3:1. Two flows, each able to fill the port
