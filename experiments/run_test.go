@@ -2,7 +2,6 @@ package experiments
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -13,7 +12,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -377,18 +375,7 @@ func requests(t *testing.T, res *Result) []transport.Flow {
 	if len(res.Trials) != 1 {
 		t.Fatalf("%d trials", len(res.Trials))
 	}
-	set, err := transport.ReadDir(res.Trials[0].Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []transport.Flow
-	for _, f := range set.Flows {
-		if f.Pattern == "dynamic" {
-			out = append(out, f)
-		}
-	}
-	slices.SortFunc(out, func(a, b transport.Flow) int { return cmp.Compare(a.StartNS, b.StartNS) })
-	return out
+	return startedRequests(t, res.Trials[0].Dir)
 }
 
 // A rerun with the same seed draws the same flow sizes, servers and

@@ -72,6 +72,7 @@ type Result struct {
 	Paper      *paper.Comparison // nil when the experiment names no paper table
 	Unfaithful int
 	Skipped    int // trials already complete (--resume)
+	SetAside   int // flagged runs set aside and run again (Spec.Reruns)
 	Elapsed    time.Duration
 }
 
@@ -212,7 +213,7 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 			fmt.Fprintf(opts.Progress, "[%d/%d] point %d/%d %s, trial %d/%d  elapsed %s  ETA %s\n", done, total,
 				pi+1, len(res.Points), p.Name, n, spec.Trials, time.Since(start).Round(time.Second), eta)
 			t0 := time.Now()
-			if err := r.runTrial(ctx, p, n); err != nil {
+			if _, _, err := r.settleTrial(ctx, p, n); err != nil {
 				return res, err
 			}
 			ran++
@@ -270,6 +271,41 @@ func (r *runner) runTrial(ctx context.Context, p Point, n int) error {
 	return nil
 }
 
+// settleTrial runs trial n of p unless an earlier run of the directory
+// completed it, then, while the fidelity monitor flags it and the spec's
+// reruns allow, sets the flagged run aside and runs the trial again with
+// its seed (the same messages: a rerun, not a new draw, so what the trial
+// measures does not change with the machine's luck). A trial complete
+// before the call is kept as it is, as --resume keeps every complete
+// trial. It returns the trial as it stands and how many of its runs are
+// set aside, those of earlier runs of the directory included.
+func (r *runner) settleTrial(ctx context.Context, p Point, n int) (t *report.TrialSummary, setAside int, err error) {
+	set, err := filepath.Glob(filepath.Join(r.dir, report.SetAsideDir, p.Name, fmt.Sprintf("trial-%d.*", n)))
+	if err != nil {
+		return nil, 0, err
+	}
+	kept := r.complete(p, n)
+	for setAside = len(set); ; setAside++ {
+		if !kept {
+			if err := r.runTrial(ctx, p, n); err != nil {
+				return nil, setAside, err
+			}
+		}
+		if t, err = report.LoadTrial(r.trialDir(p, n)); err != nil || kept || t.Fidelity.Faithful() || setAside >= r.spec.Reruns {
+			return t, setAside, err
+		}
+		to := filepath.Join(r.dir, report.SetAsideDir, p.Name, fmt.Sprintf("trial-%d.%d", n, setAside+1))
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			return nil, setAside, err
+		}
+		if err := os.Rename(r.trialDir(p, n), to); err != nil {
+			return nil, setAside, err
+		}
+		fmt.Fprintf(r.opts.Progress, "        %s trial %d (%s) set aside as %s; it runs again with its seed (rerun %d of %d)\n",
+			p.Name, n, t.Fidelity.Flags(), filepath.Join(report.SetAsideDir, p.Name, filepath.Base(to)), setAside+1, r.spec.Reruns)
+	}
+}
+
 // Finish loads every trial of res.Dir and writes summary.csv, report.md and
 // the figures, with the paper comparison when the run names a table.
 func Finish(res *Result) error {
@@ -278,6 +314,11 @@ func Finish(res *Result) error {
 		return err
 	}
 	res.Report, res.Trials, res.Paper = rep, trials, cmp
+	set, err := setAsideRuns(res.Dir)
+	if err != nil {
+		return err
+	}
+	res.SetAside = len(set)
 	res.Unfaithful = 0
 	for _, t := range trials {
 		if !t.Fidelity.Faithful() {
@@ -322,6 +363,14 @@ func writeReport(runDirs ...string) (*report.Report, []*report.TrialSummary, *pa
 		}
 		extra += "\n" + cmp.Markdown()
 	}
+	set, err := setAsideRuns(runDirs[0])
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if len(set) > 0 {
+		extra += fmt.Sprintf("\n%d trial run(s) that the fidelity monitor flagged were set aside and run again with their seeds (the experiment's reruns); they are kept in %s/ and counted in no result above.\n",
+			len(set), report.SetAsideDir)
+	}
 	switch b, err := os.ReadFile(filepath.Join(runDirs[0], searchReportName)); {
 	case err == nil:
 		extra += string(b)
@@ -336,6 +385,11 @@ func writeReport(runDirs ...string) (*report.Report, []*report.TrialSummary, *pa
 		return nil, nil, nil, err
 	}
 	return rep, trials, cmp, nil
+}
+
+// setAsideRuns lists the trial runs a run directory set aside.
+func setAsideRuns(runDir string) ([]string, error) {
+	return filepath.Glob(filepath.Join(runDir, report.SetAsideDir, "*", "trial-*"))
 }
 
 // scaleOf is the time-scale factor the trials ran at (the first that says).

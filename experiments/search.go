@@ -251,21 +251,20 @@ func (s *searcher) judge(name string) search.Judge {
 			return o, nil
 		}
 		var trials []*report.TrialSummary
+		reruns := 0
 		for n := 1; n <= s.spec.Trials; n++ {
 			if !s.complete(p, n) {
 				fmt.Fprintf(s.opts.Progress, "    %s trial %d/%d\n", p.Name, n, s.spec.Trials)
-				if err := s.runTrial(ctx, p, n); err != nil {
-					return search.Outcome{}, err
-				}
 			}
-			t, err := report.LoadTrial(s.trialDir(p, n))
+			t, setAside, err := s.settleTrial(ctx, p, n)
 			if err != nil {
 				return search.Outcome{}, err
 			}
 			trials = append(trials, t)
+			reruns += setAside
 		}
 		o := outcomeOf(report.ClassVerdicts(trials))
-		o.Trials = s.spec.Trials
+		o.Trials, o.Reruns = s.spec.Trials, reruns
 		for _, t := range trials {
 			o.Incomplete += t.Fidelity.IncompleteFlows
 			if !t.Fidelity.Faithful() {
@@ -320,6 +319,9 @@ func verdictText(o search.Outcome) string {
 	if o.Incomplete > 0 {
 		v += fmt.Sprintf(", %d message(s) never finished", o.Incomplete)
 	}
+	if o.Reruns > 0 {
+		v += fmt.Sprintf(", %d flagged run(s) set aside", o.Reruns)
+	}
 	if o.Unfaithful > 0 {
 		v += fmt.Sprintf(", %d trial(s) unfaithful", o.Unfaithful)
 	}
@@ -338,8 +340,8 @@ func searchMarkdown(spec *Spec, schemes []SchemeSearch) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## Capacity search\n\nLeast link rate at which every class meets its SLO, per scheme: bisection on the "+
 		"logarithm of the rate in [%s, %s] (the floor raised to the rate the classes offer), to within %g %%; each probe is %d "+
-		"trial(s) and meets when every objective's mean over them is within target (the SLO table's verdict).\n\n",
-		q.Rate.Min, q.Rate.Max, q.tolerance()*100, spec.Trials)
+		"trial(s) and meets when every objective's mean over them is within target (the SLO table's verdict)%s.\n\n",
+		q.Rate.Min, q.Rate.Max, q.tolerance()*100, spec.Trials, rerunsText(spec.Reruns))
 	s := spec.Scale.Factor(spec.labRateBPS())
 	b.WriteString("| scheme | least rate | at the paper's scale | weights | probes | trials | probes saved by the floor | answer |\n" +
 		"|---|---:|---:|---|---:|---:|---:|---|\n")
@@ -383,6 +385,16 @@ func searchMarkdown(spec *Spec, schemes []SchemeSearch) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// rerunsText says, in a sentence about a probe's trials, what becomes of
+// a flagged one.
+func rerunsText(reruns int) string {
+	if reruns == 0 {
+		return "; a trial the fidelity monitor flags counts as it ran"
+	}
+	return fmt.Sprintf("; a trial the fidelity monitor flags is set aside and run again with its seed, up to %d time(s), and "+
+		"the trials column counts those runs too", reruns)
 }
 
 // validateSearches checks search and quick.search.

@@ -44,8 +44,16 @@ type Spec struct {
 	Sweep    Sweep             `yaml:"sweep,omitempty" json:"sweep"`
 	Duration time.Duration     `yaml:"duration" json:"duration"`
 	Trials   int               `yaml:"trials,omitempty" json:"trials"`
-	Seed     uint64            `yaml:"seed,omitempty" json:"seed,omitempty"`
-	Measure  Measure           `yaml:"measure,omitempty" json:"measure"`
+	// Reruns is how many times a trial that the fidelity monitor flags
+	// (a saturated CPU, late delay lines, a port short of its rate) is
+	// set aside and run again with its own seed, so with the same
+	// messages, before it counts as it stands. The flagged runs are kept
+	// under the run's set-aside/ and counted in the report, never in a
+	// result. 0, the default, keeps every trial's first run; --resume
+	// keeps every complete trial as it is.
+	Reruns  int     `yaml:"reruns,omitempty" json:"reruns,omitempty"`
+	Seed    uint64  `yaml:"seed,omitempty" json:"seed,omitempty"`
+	Measure Measure `yaml:"measure,omitempty" json:"measure"`
 	// Paper names the published table the report compares with
 	// (hull-table1, hull-table4, hull-table5); see package paper.
 	Paper string `yaml:"paper,omitempty" json:"paper,omitempty"`

@@ -64,6 +64,9 @@ func (s *Spec) validate() error {
 	if s.Trials == 0 {
 		s.Trials = 1
 	}
+	if s.Reruns < 0 {
+		return f("reruns", "want 0 or more, got %d", s.Reruns)
+	}
 	if q := s.Quick; q != nil {
 		if q.Duration < 0 {
 			return f("quick.duration", "want a positive duration, got %v", q.Duration)

@@ -78,8 +78,8 @@ replays the probes search.json holds).`,
 				return err
 			}
 			fmt.Fprint(cmd.OutOrStdout(), res.Report.Markdown)
-			fmt.Fprintf(errOut, "%d trials (%d already complete), %d unfaithful, %s; seed %d\n",
-				len(res.Trials), res.Skipped, res.Unfaithful, res.Elapsed.Round(1e9), res.Seed)
+			fmt.Fprintf(errOut, "%d trials (%d already complete), %d unfaithful, %d flagged run(s) set aside, %s; seed %d\n",
+				len(res.Trials), res.Skipped, res.Unfaithful, res.SetAside, res.Elapsed.Round(1e9), res.Seed)
 			return nil
 		},
 	}

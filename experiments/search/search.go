@@ -42,8 +42,11 @@ type Outcome struct {
 	// Uncertain is set when an objective's 95 % confidence interval over
 	// the probe's trials straddles its target.
 	Uncertain bool `json:"uncertain,omitempty"`
-	// Trials is how many trials the probe ran (the budget counts them).
+	// Trials is how many trials the probe judged, and Reruns how many
+	// flagged runs of them it set aside and ran again; the budget counts
+	// both.
 	Trials int `json:"trials"`
+	Reruns int `json:"reruns,omitempty"`
 	// Incomplete counts messages that never finished; a probe with any
 	// has missed (their slowdowns, unmeasured, are at least the trial's).
 	Incomplete int `json:"incomplete,omitempty"`
@@ -86,9 +89,10 @@ type Result struct {
 	Weights []int   `json:"weights,omitempty"`
 	Met     bool    `json:"met"`
 	// Exhausted is set when the budget stopped the search early.
-	Exhausted bool   `json:"exhausted,omitempty"`
-	Trials    int    `json:"trials"`
-	Steps     []Step `json:"steps"`
+	Exhausted bool `json:"exhausted,omitempty"`
+	// Trials counts every trial run, reruns of flagged ones included.
+	Trials int    `json:"trials"`
+	Steps  []Step `json:"steps"`
 }
 
 // Ends are the probes the answer rests on: the one that met at RateBPS
@@ -199,7 +203,7 @@ func (s *state) probe(ctx context.Context, p Probe, lo, hi float64) (o Outcome, 
 	if err != nil {
 		return o, false, err
 	}
-	s.res.Trials += o.Trials
+	s.res.Trials += o.Trials + o.Reruns
 	step.Outcome = o
 	s.res.Steps = append(s.res.Steps, step)
 	return o, true, nil

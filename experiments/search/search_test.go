@@ -98,6 +98,23 @@ func TestLeastStopsAtTheBudget(t *testing.T) {
 	if !res.Exhausted || res.Trials != 9 || calls != 3 {
 		t.Errorf("exhausted %v after %d trials in %d probes, want true after 9 in 3", res.Exhausted, res.Trials, calls)
 	}
+
+	// Reruns of flagged trials are runs too: one per probe here, so the
+	// budget of 9 is spent after two probes of 3 + 1 and one more.
+	calls = 0
+	judge := threshold(map[int]float64{0: 30e6}, 3, &calls)
+	rerunOne := func(ctx context.Context, p Probe) (Outcome, error) {
+		o, err := judge(ctx, p)
+		o.Reruns = 1
+		return o, err
+	}
+	res, err = Least(context.Background(), cfg, rerunOne, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Exhausted || res.Trials != 12 || calls != 3 {
+		t.Errorf("with a rerun per probe: exhausted %v after %d runs in %d probes, want true after 12 in 3", res.Exhausted, res.Trials, calls)
+	}
 }
 
 func TestLeastRejectsABadBracket(t *testing.T) {

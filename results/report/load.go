@@ -287,8 +287,14 @@ func (t *TrialSummary) loadCaptureStats(dir string) error {
 	})
 }
 
+// SetAsideDir is where a run keeps the trial runs the fidelity monitor
+// flagged and the runner ran again (the experiment's reruns): kept to be
+// looked at, never counted, so FindTrials does not look inside it.
+const SetAsideDir = "set-aside"
+
 // FindTrials returns every directory under the given run directories that
-// holds a meta.json, sorted. A directory given directly may be a trial.
+// holds a meta.json, sorted, except under a SetAsideDir below a run
+// directory. A directory given directly may be a trial.
 func FindTrials(runDirs ...string) ([]string, error) {
 	var trials []string
 	for _, root := range runDirs {
@@ -298,6 +304,9 @@ func FindTrials(runDirs ...string) ([]string, error) {
 		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
+			}
+			if d.IsDir() && d.Name() == SetAsideDir && path != root {
+				return filepath.SkipDir
 			}
 			if !d.IsDir() && d.Name() == MetaFile {
 				trials = append(trials, filepath.Dir(path))

@@ -171,3 +171,30 @@ func TestBadMetaNamesFileAndLine(t *testing.T) {
 		t.Fatalf("missing bottleneck: err = %v", err)
 	}
 }
+
+// Runs a rerun set aside are kept under set-aside/ and found by no report:
+// only the trials below the run directory count, and a set-aside run
+// given directly is still a trial to look at.
+func TestFindTrialsSkipsSetAsideRuns(t *testing.T) {
+	run := t.TempDir()
+	kept := filepath.Join(run, "tcp", "trial-1")
+	aside := filepath.Join(run, SetAsideDir, "tcp", "trial-1.1")
+	for _, d := range []string{kept, aside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, MetaFile), []byte("{}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := FindTrials(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != kept {
+		t.Errorf("FindTrials(run) = %v, want only %s", got, kept)
+	}
+	if got, err := FindTrials(aside); err != nil || len(got) != 1 || got[0] != aside {
+		t.Errorf("FindTrials(set-aside trial) = %v, %v; want %s", got, err, aside)
+	}
+}

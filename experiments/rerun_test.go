@@ -1,0 +1,128 @@
+package experiments
+
+import (
+	"cmp"
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fabric-emu/fabric/hosts/transport"
+	"github.com/fabric-emu/fabric/internal/testenv"
+	"github.com/fabric-emu/fabric/results/report"
+)
+
+const rerunExperiment = `name: rerun
+lab:
+  name: rerun
+  topology: {kind: star, hosts: 3}
+  links: {rate: 100Mbit}
+schemes:
+  tcp: {cc: cubic}
+traffic: {pattern: dynamic, workload: hull_1k_10m, client: h0, servers: rest, conns: 2, load: 0.3}
+duration: 3s
+reruns: 2
+`
+
+// A trial the fidelity monitor flags is set aside and run again with its
+// seed: the test saturates both cores until the runner says it set the
+// first run aside. The flagged run is kept under set-aside/, counted by
+// no result, and drew the same messages as the run that counts; the
+// runner stops rerunning once a run is faithful; report.md says what was
+// set aside; --resume counts the set-aside runs again and runs nothing.
+func TestFlaggedTrialIsRerunWithItsSeed(t *testing.T) {
+	testenv.RequireRoot(t)
+	spec, err := Parse("rerun.yaml", []byte(rerunExperiment), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := checkedPrefix(t, "f")
+	var progress syncBuffer
+	var spinning atomic.Bool
+	spinning.Store(true)
+	for range runtime.NumCPU() { // busy loops on every core: idle ~0 %, which the monitor flags
+		go func() {
+			for spinning.Load() {
+			}
+		}()
+	}
+	defer spinning.Store(false)
+	go func() {
+		for spinning.Load() && !strings.Contains(progress.String(), "set aside as") {
+			time.Sleep(20 * time.Millisecond)
+		}
+		spinning.Store(false)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, spec, Options{Out: t.TempDir(), LabPrefix: prefix, Seed: 5, Progress: &progress})
+	spinning.Store(false)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	t.Logf("progress:\n%s", progress.String())
+	if res.SetAside < 1 || res.SetAside > spec.Reruns {
+		t.Fatalf("%d runs set aside, want 1 to %d (reruns)", res.SetAside, spec.Reruns)
+	}
+	if len(res.Trials) != 1 {
+		t.Fatalf("%d trials counted, want 1: a set-aside run counts in no result", len(res.Trials))
+	}
+	kept := res.Trials[0]
+	if kept.Dir != filepath.Join(res.Dir, "tcp", "trial-1") {
+		t.Errorf("counted trial %s, want tcp/trial-1", kept.Dir)
+	}
+	// The loop stops at a faithful run or when the reruns are spent.
+	if res.SetAside < spec.Reruns && !kept.Fidelity.Faithful() {
+		t.Errorf("%d of %d reruns used, yet the counted run is flagged (%s)", res.SetAside, spec.Reruns, kept.Fidelity.Flags())
+	}
+	first, err := report.LoadTrial(filepath.Join(res.Dir, report.SetAsideDir, "tcp", "trial-1.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !first.Fidelity.CPUSaturated {
+		t.Errorf("the first run, set aside while both cores spun, was not flagged cpu-saturated (%s)", first.Fidelity.Flags())
+	}
+	// The same seed: the same sizes and servers, in the same order.
+	a, b := startedRequests(t, first.Dir), startedRequests(t, kept.Dir)
+	n := min(len(a), len(b))
+	if n < 3 {
+		t.Fatalf("%d and %d requests", len(a), len(b))
+	}
+	for i := range n {
+		if a[i].Size != b[i].Size || a[i].Src != b[i].Src {
+			t.Fatalf("request %d: %s %d B set aside, %s %d B counted: the rerun drew other messages", i, a[i].Src, a[i].Size, b[i].Src, b[i].Size)
+		}
+	}
+	if md, err := os.ReadFile(filepath.Join(res.Dir, "report.md")); err != nil || !strings.Contains(string(md), "set aside") {
+		t.Errorf("report.md does not say runs were set aside (%v)", err)
+	}
+	again, err := Run(ctx, spec, Options{Resume: res.Dir, LabPrefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Skipped != 1 || again.SetAside != res.SetAside || len(again.Trials) != 1 {
+		t.Errorf("resume: skipped %d, set aside %d, trials %d; want 1, %d, 1", again.Skipped, again.SetAside, len(again.Trials), res.SetAside)
+	}
+}
+
+// startedRequests are a trial's dynamic requests in the order they started.
+func startedRequests(t *testing.T, dir string) []transport.Flow {
+	t.Helper()
+	set, err := transport.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []transport.Flow
+	for _, f := range set.Flows {
+		if f.Pattern == "dynamic" {
+			out = append(out, f)
+		}
+	}
+	slices.SortFunc(out, func(a, b transport.Flow) int { return cmp.Compare(a.StartNS, b.StartNS) })
+	return out
+}
