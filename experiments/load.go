@@ -200,8 +200,9 @@ func (s *Spec) labFor(sc Scheme, p Point, name string) *emu.Spec {
 // WithQuick returns the spec with its quick variant applied.
 func (s *Spec) WithQuick() *Spec {
 	c := *s
-	c.IsQuick = true
+	c.IsQuick, c.Reruns = true, 0
 	if q := s.Quick; q != nil {
+		c.Reruns = q.Reruns
 		if q.Duration > 0 {
 			c.Duration = q.Duration
 		}

@@ -97,8 +97,12 @@ func (s *Scale) Factor(bps float64) float64 {
 type Variant struct {
 	Duration time.Duration `yaml:"duration,omitempty" json:"duration,omitempty"`
 	Trials   int           `yaml:"trials,omitempty" json:"trials,omitempty"`
-	Sweep    *Sweep        `yaml:"sweep,omitempty" json:"sweep,omitempty"`
-	Search   *SearchSpec   `yaml:"search,omitempty" json:"search,omitempty"`
+	// Reruns is the quick variant's own: it does not inherit the full
+	// variant's, because a rerun costs a short CI check more than it
+	// saves.
+	Reruns int         `yaml:"reruns,omitempty" json:"reruns,omitempty"`
+	Sweep  *Sweep      `yaml:"sweep,omitempty" json:"sweep,omitempty"`
+	Search *SearchSpec `yaml:"search,omitempty" json:"search,omitempty"`
 }
 
 // Scheme is a named bundle of a transport and switch-port and host

@@ -79,6 +79,23 @@ func TestSweepExpansion(t *testing.T) {
 	}
 }
 
+// A quick variant reruns flagged trials only when it says so itself.
+func TestQuickVariantKeepsItsOwnReruns(t *testing.T) {
+	full := goodExperiment + "reruns: 2\n"
+	for _, c := range []struct {
+		quick      string
+		full, fast int
+	}{{"", 2, 0}, {"quick: {trials: 1}\n", 2, 0}, {"quick: {reruns: 1}\n", 2, 1}} {
+		s, err := Parse("good.yaml", []byte(full+c.quick), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Reruns != c.full || s.WithQuick().Reruns != c.fast {
+			t.Errorf("%q: reruns %d, quick %d; want %d, %d", c.quick, s.Reruns, s.WithQuick().Reruns, c.full, c.fast)
+		}
+	}
+}
+
 // Bad experiment files are rejected with file:line and the field, before
 // anything is built (Parse touches no kernel state).
 func TestBadExperimentsNameFileAndLine(t *testing.T) {

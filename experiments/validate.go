@@ -74,6 +74,9 @@ func (s *Spec) validate() error {
 		if q.Trials < 0 {
 			return f("quick.trials", "want at least 1, got %d", q.Trials)
 		}
+		if q.Reruns < 0 {
+			return f("quick.reruns", "want 0 or more, got %d", q.Reruns)
+		}
 		if q.Sweep != nil {
 			if err := yamlfile.In("quick.sweep", s.validateSweep(*q.Sweep)); err != nil {
 				return err
