@@ -194,11 +194,15 @@ func TestWireSerialises(t *testing.T) {
 	if len(alone) < 5 || len(burst) < 5 {
 		t.Fatalf("received %d lone datagrams and %d of the burst", len(alone), len(burst))
 	}
+	// The fastest of the ten, not the median: a missing delay or frame
+	// moves every datagram, and the machine's noise only some (CI,
+	// 2026-11-27: min 4.396 ms, p50 5.234 ms, with the idle delay line
+	// 326 µs late at p99 on that boot).
 	want := 2*time.Millisecond + 2*frame
-	p50 := alone[len(alone)/2]
-	t.Logf("lone datagrams: min %v p50 %v (2 ms of delay + 2 frames = %v)", alone[0], p50, want)
-	if p50 < want-50*time.Microsecond || p50 > want+700*time.Microsecond {
-		t.Errorf("a lone 1442-byte datagram took %v, want %v plus the lab's base latency", p50, want)
+	fastest := alone[0]
+	t.Logf("lone datagrams: min %v p50 %v (2 ms of delay + 2 frames = %v)", fastest, alone[len(alone)/2], want)
+	if fastest < want-50*time.Microsecond || fastest > want+700*time.Microsecond {
+		t.Errorf("the fastest lone 1442-byte datagram took %v, want %v plus the lab's base latency", fastest, want)
 	}
 	// The median spacing, not the mean: a sender descheduled once in its
 	// 2 ms burst (CI, 2026-11-25: 18 datagrams over 89 ms) spreads the

