@@ -17,17 +17,8 @@ import (
 	"github.com/fabric-emu/fabric/results/report"
 )
 
-const rerunExperiment = `name: rerun
-lab:
-  name: rerun
-  topology: {kind: star, hosts: 3}
-  links: {rate: 100Mbit}
-schemes:
-  tcp: {cc: cubic}
-traffic: {pattern: dynamic, workload: hull_1k_10m, client: h0, servers: rest, conns: 2, load: 0.3}
-duration: 3s
-reruns: 2
-`
+// rerunExperiment is reproExperiment with reruns.
+var rerunExperiment = strings.Replace(reproExperiment, "duration: 3s\n", "duration: 3s\nreruns: 2\n", 1)
 
 // A trial the fidelity monitor flags is set aside and run again with its
 // seed: the test saturates both cores until the runner says it set the
