@@ -1,7 +1,6 @@
 package experiments
 
 import (
-	"bufio"
 	"context"
 	"encoding/csv"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fabric-emu/fabric/internal/cpustat"
 	"github.com/fabric-emu/fabric/results/report"
 	"github.com/fabric-emu/fabric/tc/delay"
 )
@@ -28,16 +28,20 @@ const (
 	cpuBusyFraction = 0.10
 )
 
-// cpuSample is the machine's idle percentage over one interval.
+// cpuSample is how the machine's CPU was spent over one interval.
 type cpuSample struct {
 	At      time.Duration // since the monitor started
 	IdlePct float64
+	// StealPct is the share the hypervisor took (cpustat.Times.Steal).
+	StealPct float64
 }
 
 // cpuMonitor samples /proc/stat until stopped.
 type cpuMonitor struct {
 	mu      sync.Mutex
 	samples []cpuSample
+	first   cpustat.Times
+	last    cpustat.Times
 	stop    context.CancelFunc
 	done    chan struct{}
 }
@@ -46,13 +50,15 @@ type cpuMonitor struct {
 func startCPUMonitor(ctx context.Context) *cpuMonitor {
 	ctx, cancel := context.WithCancel(ctx)
 	m := &cpuMonitor{stop: cancel, done: make(chan struct{})}
+	t0 := time.Now()
+	prev, err := cpustat.Read()
+	if err != nil {
+		close(m.done)
+		return m
+	}
+	m.first, m.last = prev, prev
 	go func() {
 		defer close(m.done)
-		t0 := time.Now()
-		prevIdle, prevTotal, err := readCPU()
-		if err != nil {
-			return
-		}
 		tick := time.NewTicker(cpuSampleEvery)
 		defer tick.Stop()
 		for {
@@ -61,59 +67,33 @@ func startCPUMonitor(ctx context.Context) *cpuMonitor {
 				return
 			case <-tick.C:
 			}
-			idle, total, err := readCPU()
-			if err != nil || total == prevTotal {
+			now, err := cpustat.Read()
+			if err != nil {
 				continue
 			}
-			pct := 100 * float64(idle-prevIdle) / float64(total-prevTotal)
-			prevIdle, prevTotal = idle, total
+			share, ok := now.Since(prev)
+			if !ok {
+				continue
+			}
+			prev = now
 			m.mu.Lock()
-			m.samples = append(m.samples, cpuSample{At: time.Since(t0), IdlePct: pct})
+			m.samples = append(m.samples, cpuSample{At: time.Since(t0), IdlePct: share.IdlePct, StealPct: share.StealPct})
+			m.last = now
 			m.mu.Unlock()
 		}
 	}()
 	return m
 }
 
-// Stop ends sampling and returns the samples.
-func (m *cpuMonitor) Stop() []cpuSample {
+// Stop ends sampling and returns the samples and the share of the CPU
+// the hypervisor took over all of them.
+func (m *cpuMonitor) Stop() (samples []cpuSample, stealPct float64) {
 	m.stop()
 	<-m.done
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]cpuSample(nil), m.samples...)
-}
-
-// readCPU returns idle (idle + iowait) and total jiffies from /proc/stat.
-func readCPU() (idle, total uint64, err error) {
-	f, err := os.Open("/proc/stat")
-	if err != nil {
-		return 0, 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	if !sc.Scan() {
-		return 0, 0, fmt.Errorf("/proc/stat: empty")
-	}
-	fields := strings.Fields(sc.Text())
-	if len(fields) < 5 || fields[0] != "cpu" {
-		return 0, 0, fmt.Errorf("/proc/stat: unexpected first line %q", sc.Text())
-	}
-	// user nice system idle iowait irq softirq steal (guest is in user).
-	for i, s := range fields[1:] {
-		if i >= 8 {
-			break
-		}
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("/proc/stat: %w", err)
-		}
-		total += v
-		if i == 3 || i == 4 {
-			idle += v
-		}
-	}
-	return idle, total, nil
+	share, _ := m.last.Since(m.first)
+	return append([]cpuSample(nil), m.samples...), share.StealPct
 }
 
 // readBacklogDrops sums the packets every CPU's input backlog has dropped
@@ -165,9 +145,10 @@ func writeCPUCSV(path string, samples []cpuSample) error {
 		return err
 	}
 	w := csv.NewWriter(f)
-	w.Write([]string{"seconds", "cpu_idle_pct"})
+	w.Write([]string{"seconds", "cpu_idle_pct", "cpu_steal_pct"})
 	for _, s := range samples {
-		w.Write([]string{strconv.FormatFloat(s.At.Seconds(), 'f', 3, 64), strconv.FormatFloat(s.IdlePct, 'f', 1, 64)})
+		w.Write([]string{strconv.FormatFloat(s.At.Seconds(), 'f', 3, 64), strconv.FormatFloat(s.IdlePct, 'f', 1, 64),
+			strconv.FormatFloat(s.StealPct, 'f', 1, 64)})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {
@@ -199,7 +180,10 @@ type FidelityRecord struct {
 	CPUMinIdlePct float64 `json:"cpu_min_idle_pct"`
 	CPUBusyFrac   float64 `json:"cpu_busy_fraction"` // samples under 20% idle
 	CPUSaturated  bool    `json:"cpu_saturated"`
-	CaptureDrops  uint64  `json:"capture_drops"`
+	// CPUStealPct is the share of the CPU the hypervisor took over the
+	// traffic (report.Fidelity.CPUStealPct).
+	CPUStealPct  float64 `json:"cpu_steal_pct"`
+	CaptureDrops uint64  `json:"capture_drops"`
 	// BacklogDrops is how many packets the kernel's per-CPU input
 	// backlogs dropped during the traffic (/proc/net/softnet_stat): a
 	// burst handed to one CPU faster than it drains, as a delay line can
@@ -287,7 +271,7 @@ func delayFidelity(lines []delay.Line, before, after delay.Stats, cpu time.Durat
 // judge alike. Capture drops are left out: the report adds them from the
 // captures' own statistics files, and would count them twice.
 func (f *FidelityRecord) summary(shortfall float64) *report.Fidelity {
-	return &report.Fidelity{CPUSaturated: f.CPUSaturated, MinCPUIdlePct: f.CPUMinIdlePct, RateAchievedFraction: shortfall,
+	return &report.Fidelity{CPUSaturated: f.CPUSaturated, MinCPUIdlePct: f.CPUMinIdlePct, CPUStealPct: f.CPUStealPct, RateAchievedFraction: shortfall,
 		BacklogDrops:         f.BacklogDrops,
 		DelayLinesUnfaithful: f.DelayLines != nil && (f.DelayLines.Late || f.DelayLines.Unasked > 0)}
 }
@@ -329,6 +313,10 @@ func (f *FidelityRecord) advice(spec *Spec) string {
 	}
 	if len(why) == 0 {
 		return ""
+	}
+	if f.summary(0).NotableSteal() {
+		why = append(why, fmt.Sprintf("the hypervisor took %.1f%% of this virtual machine's CPU during the traffic (steal), "+
+			"which no setting of the lab gives back", f.CPUStealPct))
 	}
 	how := "lower the emulated link rate (lab links.rate, e.g. 100Mbit instead of 1Gbit)"
 	if spec.Traffic.Pattern == "dynamic" {

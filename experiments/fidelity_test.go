@@ -90,3 +90,31 @@ traffic: {pattern: incast, client: h0, servers: rest, senders: 2, size: 10KB}
 		}
 	}
 }
+
+// The hypervisor's share of the CPU is named in a flagged trial's advice
+// when it is notable, is no verdict of its own, and reaches the report's
+// summary; the monitor measures it on this machine.
+func TestAdviceNamesTheHypervisorsShare(t *testing.T) {
+	late := func(steal float64) *FidelityRecord {
+		return &FidelityRecord{CPUStealPct: steal, DelayLines: &DelayFidelity{LatenessP99US: 180, LimitUS: 50, Late: true}}
+	}
+	if a := late(8.3).advice(&Spec{}); !strings.Contains(a, "hypervisor took 8.3%") {
+		t.Errorf("8.3 %% stolen, advice: %s", a)
+	}
+	if a := late(0.5).advice(&Spec{}); strings.Contains(a, "hypervisor") {
+		t.Errorf("0.5 %% stolen, advice: %s", a)
+	}
+	stolen := &FidelityRecord{CPUStealPct: 30}
+	if stolen.unfaithful() || stolen.advice(&Spec{}) != "" {
+		t.Error("steal alone flags a trial; its harm is judged by the lateness and saturation it causes")
+	}
+	if s := stolen.summary(0); s.CPUStealPct != 30 || !s.NotableSteal() {
+		t.Errorf("summary: %+v", s)
+	}
+	m := startCPUMonitor(t.Context())
+	time.Sleep(3 * cpuSampleEvery)
+	samples, steal := m.Stop()
+	if len(samples) == 0 || steal < 0 || steal > 100 {
+		t.Fatalf("monitor: %d samples, %.1f %% stolen", len(samples), steal)
+	}
+}

@@ -257,6 +257,7 @@ func (t *trial) stopCaptures() (drops uint64, err error) {
 // trafficResult is what the traffic phase observed.
 type trafficResult struct {
 	samples       []cpuSample
+	stealPct      float64 // the hypervisor's share of the CPU over the traffic
 	elapsed       time.Duration
 	before, after map[string]*tc.PortStats
 	delay         *DelayFidelity // nil without delay lines
@@ -297,7 +298,7 @@ func (t *trial) runTraffic(ctx context.Context) (*trafficResult, error) {
 	if err := t.runSchedule(ctx); err != nil {
 		return nil, err
 	}
-	res.samples = cpu.Stop()
+	res.samples, res.stealPct = cpu.Stop()
 	res.elapsed = time.Since(t0)
 	res.after = t.portCounters(context.WithoutCancel(ctx))
 	res.ndp = ndpFidelity(ndpBefore, readNDP(context.WithoutCancel(ctx), trimming))
@@ -366,7 +367,7 @@ func (t *trial) collect(ctx context.Context, tr *trafficResult) (*FidelityRecord
 // what each watched port achieved, and writes cpu.csv and fidelity.json.
 // shortfall is the lowest achieved/expected rate among the watched ports.
 func (t *trial) fidelity(tr *trafficResult) (fid *FidelityRecord, shortfall float64, err error) {
-	fid = &FidelityRecord{CPUSamples: len(tr.samples)}
+	fid = &FidelityRecord{CPUSamples: len(tr.samples), CPUStealPct: tr.stealPct}
 	fid.CPUMinIdlePct, fid.CPUBusyFrac, fid.CPUSaturated = cpuVerdict(tr.samples)
 	for _, pc := range t.lab.Pacers() {
 		if e := pc.Err(); e != nil {

@@ -3,9 +3,6 @@ package tc_test
 import (
 	"context"
 	"net/netip"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -114,10 +111,10 @@ func TestRateFidelity(t *testing.T) {
 				lab := tctest.NewStarMTU(t, c.mtu, "h1", "rx")
 				port := lab.Egress("rx")
 				apply(t, port, resolveMTU(t, tc.PortSettings{}, c.rate, c.mtu))
-				cpu0 := readCPU(t)
+				cpu0 := testenv.ReadCPU(t)
 				r := bulkTCP(t, lab, "h1", "rx", port, 5*time.Second, time.Second)
-				cpu1 := readCPU(t)
-				idle, steal := cpu1.idleSince(cpu0), cpu1.stealSince(cpu0)
+				cpu, _ := testenv.ReadCPU(t).Since(cpu0)
+				idle, steal := cpu.IdlePct, cpu.StealPct
 				leastSteal = min(leastSteal, steal)
 				ratio = r.wire / float64(c.rate)
 				t.Logf("port %s, MTU %d, run %d: wire %.1f Mbit/s (%.1f%%), TCP goodput %.1f Mbit/s (%.1f%%); mean backlog %.1f KB; machine CPU idle %.0f%%, stolen by the hypervisor %.1f%%",
@@ -146,41 +143,4 @@ func TestRateFidelity(t *testing.T) {
 			}
 		})
 	}
-}
-
-// cpuTimes are the machine's cumulative CPU times from /proc/stat.
-type cpuTimes struct{ idle, steal, total float64 }
-
-func readCPU(t testing.TB) cpuTimes {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// cpu  user nice system idle iowait irq softirq ...
-	var c cpuTimes
-	for i, v := range strings.Fields(strings.SplitN(string(b), "\n", 2)[0])[1:] {
-		if i >= 8 { // guest time is already in user
-			break
-		}
-		x, _ := strconv.ParseFloat(v, 64)
-		c.total += x
-		switch i {
-		case 3, 4:
-			c.idle += x
-		case 7:
-			c.steal += x
-		}
-	}
-	return c
-}
-
-// stealSince is the percentage of CPU time the hypervisor took since
-// before.
-func (c cpuTimes) stealSince(before cpuTimes) float64 {
-	return 100 * (c.steal - before.steal) / (c.total - before.total)
-}
-
-// idleSince is the percentage of CPU time spent idle since before.
-func (c cpuTimes) idleSince(before cpuTimes) float64 {
-	return 100 * (c.idle - before.idle) / (c.total - before.total)
 }

@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/fabric-emu/fabric/internal/cpustat"
 )
 
 // EnvRequirePrivileged is the variable .ci/run sets.
@@ -89,4 +91,15 @@ func RunWithFabric(m *testing.M, binaryEnv string) {
 	code := m.Run()
 	remove()
 	os.Exit(code)
+}
+
+// ReadCPU reads the machine's CPU times, for a test that logs how much of
+// the CPU it had (cpustat.Times.Since), or fails the test.
+func ReadCPU(t testing.TB) cpustat.Times {
+	t.Helper()
+	c, err := cpustat.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -327,14 +327,17 @@ func sizeText(n int64) string {
 
 func fidelitySection(b *strings.Builder, trials []*TrialSummary) {
 	b.WriteString("\n## Fidelity\n\n")
-	bad := 0
+	bad, badStolen := 0, 0
 	for _, t := range trials {
 		f := t.Fidelity
-		if f.Faithful() && len(f.Notes) == 0 && f.IncompleteFlows == 0 && f.LMMUnmatched == 0 {
+		if f.Faithful() && len(f.Notes) == 0 && f.IncompleteFlows == 0 && f.LMMUnmatched == 0 && !f.NotableSteal() {
 			continue
 		}
 		if !f.Faithful() {
 			bad++
+			if f.NotableSteal() {
+				badStolen++
+			}
 		}
 		fmt.Fprintf(b, "- %s, trial %d: %s", t.Scheme, t.Trial, f.Flags())
 		if f.LMMUnmatched > 0 {
@@ -342,6 +345,9 @@ func fidelitySection(b *strings.Builder, trials []*TrialSummary) {
 		}
 		if f.IncompleteFlows > 0 {
 			fmt.Fprintf(b, "; %d incomplete flows left out of FCTs", f.IncompleteFlows)
+		}
+		if f.NotableSteal() {
+			fmt.Fprintf(b, "; the hypervisor took %.1f %% of the CPU (steal)", f.CPUStealPct)
 		}
 		for _, n := range f.Notes {
 			b.WriteString("; " + n)
@@ -353,6 +359,10 @@ func fidelitySection(b *strings.Builder, trials []*TrialSummary) {
 	} else {
 		fmt.Fprintf(b, "\n%d trial(s) are flagged and should not be believed. Lower the offered load or the emulated link rate "+
 			"(e.g. 100 Mbit instead of 1 Gbit), capture fewer ports or use a probe-only capture filter, and rerun.\n", bad)
+		if badStolen > 0 {
+			fmt.Fprintf(b, "%d of them ran while the hypervisor took %.0f %% or more of the CPU: a busy host under this virtual machine, "+
+				"which neither a lower load nor a lower rate gives back; rerun them when the host is quieter.\n", badStolen, NotableStealPct)
+		}
 	}
 }
 

@@ -198,3 +198,31 @@ func TestFindTrialsSkipsSetAsideRuns(t *testing.T) {
 		t.Errorf("FindTrials(set-aside trial) = %v, %v; want %s", got, err, aside)
 	}
 }
+
+// The fidelity section names the hypervisor's share next to a trial when
+// it is notable, faithful or not, and counts the flagged trials it ran
+// under.
+func TestFidelityNamesTheHypervisorsShare(t *testing.T) {
+	trials := []*TrialSummary{
+		{Scheme: "quiet", Trial: 1, Fidelity: Fidelity{CPUStealPct: 0.4}},
+		{Scheme: "stolen", Trial: 1, Fidelity: Fidelity{CPUStealPct: 6.25}},
+		{Scheme: "late", Trial: 1, Fidelity: Fidelity{CPUStealPct: 9.5, DelayLinesUnfaithful: true}},
+		{Scheme: "late", Trial: 2, Fidelity: Fidelity{CPUStealPct: 1, DelayLinesUnfaithful: true}},
+	}
+	var b strings.Builder
+	fidelitySection(&b, trials)
+	md := b.String()
+	for _, s := range []string{
+		"- stolen, trial 1: ok; the hypervisor took 6.2 % of the CPU (steal)",
+		"- late, trial 1: delay-lines; the hypervisor took 9.5 % of the CPU (steal)",
+		"- late, trial 2: delay-lines\n",
+		"2 trial(s) are flagged", "1 of them ran while the hypervisor took 2 % or more",
+	} {
+		if !strings.Contains(md, s) {
+			t.Errorf("fidelity section lacks %q:\n%s", s, md)
+		}
+	}
+	if strings.Contains(md, "- quiet,") {
+		t.Errorf("a quiet, faithful trial is listed:\n%s", md)
+	}
+}

@@ -34,6 +34,11 @@ type Fidelity struct {
 	CPUSaturated bool `json:"cpu_saturated"`
 	// MinCPUIdlePct is the lowest CPU idle percentage sampled, if known.
 	MinCPUIdlePct float64 `json:"min_cpu_idle_pct,omitempty"`
+	// CPUStealPct is the share of the CPU the hypervisor took during the
+	// traffic (steal time), if known: not a verdict of its own, since its
+	// harm shows as lateness or saturation, but the cause a reader needs
+	// when those flags come with it.
+	CPUStealPct float64 `json:"cpu_steal_pct,omitempty"`
 	// RateAchievedFraction is the lowest achieved/expected rate of the
 	// watched ports when below 1, if the runner measured it (0 when
 	// unknown). Runs before it had this name wrote it as rate_shortfall,
@@ -71,6 +76,17 @@ func (f *Fidelity) UnmarshalJSON(b []byte) error {
 	}
 	return nil
 }
+
+// NotableStealPct is the hypervisor's share of the CPU from which a report
+// names it next to a trial. On the virtual machine fabric was built on, a
+// boot whose hypervisor took 8 % of the CPU (15 % during one test) failed
+// timing tests that quiet boots pass, while a rate test with 1.1 % stolen
+// kept its margin (2026-11-27).
+const NotableStealPct = 2.0
+
+// NotableSteal says whether the hypervisor took enough of the CPU during
+// the trial to name it.
+func (f Fidelity) NotableSteal() bool { return f.CPUStealPct >= NotableStealPct }
 
 // Faithful is false when the trial should not be believed: the CPU could
 // not keep up or the capture missed packets.

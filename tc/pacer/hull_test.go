@@ -35,7 +35,6 @@ package pacer_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"strconv"
@@ -88,7 +87,8 @@ type hullResult struct {
 	perFlow       [2]float64
 	meanUS, p99US float64
 	counts        lmm.Counts
-	cpuIdle       float64
+	cpuIdle       float64 // fraction of the machine's CPU idle during the run
+	cpuSteal      float64 // percent of it the hypervisor took
 	pacerStats    []pacer.Stats
 	associated    int
 	backlogKB     float64       // mean real backlog of the port, sampled
@@ -132,8 +132,8 @@ func TestHULLPaperChecks(t *testing.T) {
 	for _, sc := range scenarios {
 		r := runHULL(t, sc)
 		res[sc.label] = r
-		t.Logf("%-18s %6.1f Mbit/s (flows %.1f + %.1f)  mean %7.1f µs  p99 %7.1f µs  mean backlog %.1f KB  matched %d unmatched %d egress-only %d  CPU idle %.0f%%",
-			r.label, r.mbps, r.perFlow[0], r.perFlow[1], r.meanUS, r.p99US, r.backlogKB, r.counts.Matched, r.counts.Unmatched, r.counts.EgressOnly, 100*r.cpuIdle)
+		t.Logf("%-18s %6.1f Mbit/s (flows %.1f + %.1f)  mean %7.1f µs  p99 %7.1f µs  mean backlog %.1f KB  matched %d unmatched %d egress-only %d  CPU idle %.0f%%, stolen %.1f%%",
+			r.label, r.mbps, r.perFlow[0], r.perFlow[1], r.meanUS, r.p99US, r.backlogKB, r.counts.Matched, r.counts.Unmatched, r.counts.EgressOnly, 100*r.cpuIdle, r.cpuSteal)
 	}
 	var table strings.Builder
 	fmt.Fprintf(&table, "\n| scheme | throughput (%g Mbit line) | mean / p99 switch latency | paper (1 Gbit) |\n|---|---|---|---|\n", hullRateMbit)
@@ -376,7 +376,7 @@ ports:
 	if err != nil {
 		t.Fatal(err)
 	}
-	idle0 := cpuIdle(t)
+	cpu0 := testenv.ReadCPU(t)
 	b0 := [2]int64{got[0].Load(), got[1].Load()}
 	t0 := time.Now()
 	// Sample the real backlog of the port under test: with it, a latency
@@ -411,7 +411,8 @@ ports:
 	sample(t0.Add(hullMeasure))
 	b1 := [2]int64{got[0].Load(), got[1].Load()}
 	elapsed := time.Since(t0)
-	r.cpuIdle = cpuIdle(t).since(idle0)
+	cpu, _ := testenv.ReadCPU(t).Since(cpu0)
+	r.cpuIdle, r.cpuSteal = cpu.IdlePct/100, cpu.StealPct
 	var ingress []string
 	for _, s := range append(ins, out) {
 		st, err := s.Stop()
@@ -520,34 +521,4 @@ func socketCC(c *net.TCPConn) (string, error) {
 		name, gerr = unix.GetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION)
 	})
 	return strings.TrimRight(name, "\x00"), gerr
-}
-
-// cpuTimes is the machine-wide idle and total jiffies from /proc/stat, to
-// flag runs the CPU could not keep up with (DESIGN.md).
-type cpuTimes struct{ idle, total uint64 }
-
-func cpuIdle(t *testing.T) cpuTimes {
-	f, err := os.Open("/proc/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b, _ := io.ReadAll(io.LimitReader(f, 4096))
-	fields := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])[1:]
-	var c cpuTimes
-	for i, s := range fields {
-		v, _ := strconv.ParseUint(s, 10, 64)
-		c.total += v
-		if i == 3 || i == 4 { // idle, iowait
-			c.idle += v
-		}
-	}
-	return c
-}
-
-func (c cpuTimes) since(prev cpuTimes) float64 {
-	if c.total == prev.total {
-		return 0
-	}
-	return float64(c.idle-prev.idle) / float64(c.total-prev.total)
 }
