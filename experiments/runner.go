@@ -250,25 +250,26 @@ func (r *runner) complete(p Point, n int) bool {
 	return err == nil
 }
 
-// runTrial runs trial n of p afresh, marking it incomplete if it fails;
-// an interruption's error wraps ErrInterrupted and says how to resume.
-func (r *runner) runTrial(ctx context.Context, p Point, n int) error {
+// runTrial runs trial n of p afresh, marking it incomplete if it fails,
+// and returns it as the report reads it; an interruption's error wraps
+// ErrInterrupted and says how to resume.
+func (r *runner) runTrial(ctx context.Context, p Point, n int) (*report.TrialSummary, error) {
 	dir := r.trialDir(p, n)
 	if err := os.RemoveAll(dir); err != nil {
-		return err
+		return nil, err
 	}
-	fid, err := r.trial(ctx, p, n, dir)
+	fid, sum, err := r.trial(ctx, p, n, dir)
 	if err != nil {
 		markIncomplete(dir, err)
 		if ctx.Err() != nil {
-			return fmt.Errorf("%w at point %s trial %d (resume with --resume %s): %v", ErrInterrupted, p.Name, n, r.dir, ctx.Err())
+			return nil, fmt.Errorf("%w at point %s trial %d (resume with --resume %s): %v", ErrInterrupted, p.Name, n, r.dir, ctx.Err())
 		}
-		return fmt.Errorf("point %s trial %d: %w", p.Name, n, err)
+		return nil, fmt.Errorf("point %s trial %d: %w", p.Name, n, err)
 	}
 	if fid.Unfaithful {
 		fmt.Fprintf(r.opts.Progress, "        UNFAITHFUL: %s\n", fid.Advice)
 	}
-	return nil
+	return sum, nil
 }
 
 // settleTrial runs trial n of p unless an earlier run of the directory
@@ -286,12 +287,11 @@ func (r *runner) settleTrial(ctx context.Context, p Point, n int) (t *report.Tri
 	}
 	kept := r.complete(p, n)
 	for setAside = len(set); ; setAside++ {
-		if !kept {
-			if err := r.runTrial(ctx, p, n); err != nil {
-				return nil, setAside, err
-			}
+		if kept {
+			t, err = report.LoadTrial(r.trialDir(p, n))
+			return t, setAside, err
 		}
-		if t, err = report.LoadTrial(r.trialDir(p, n)); err != nil || kept || t.Fidelity.Faithful() || setAside >= r.spec.Reruns {
+		if t, err = r.runTrial(ctx, p, n); err != nil || t.Fidelity.Faithful() || setAside >= r.spec.Reruns {
 			return t, setAside, err
 		}
 		to := filepath.Join(r.dir, report.SetAsideDir, p.Name, fmt.Sprintf("trial-%d.%d", n, setAside+1))

@@ -85,19 +85,20 @@ type trial struct {
 	cleanup []func() error
 }
 
-// trial runs one trial of point p into dir. Everything it creates (lab,
-// pacers, captures, processes, the DCTCP registration) is removed before it
-// returns, whether it succeeds, fails or ctx ends.
-func (r *runner) trial(ctx context.Context, p Point, n int, dir string) (fid *FidelityRecord, err error) {
+// trial runs one trial of point p into dir and returns its fidelity
+// record and its summary as the report reads it. Everything it creates
+// (lab, pacers, captures, processes, the DCTCP registration) is removed
+// before it returns, whether it succeeds, fails or ctx ends.
+func (r *runner) trial(ctx context.Context, p Point, n int, dir string) (fid *FidelityRecord, sum *report.TrialSummary, err error) {
 	t := &trial{runner: r, point: p, n: n, dir: dir, scheme: r.spec.schemeAt(p),
 		seed: TrialSeed(r.run.Seed, p.Traffic, n), started: time.Now().UTC()}
 	defer func() { err = errors.Join(err, t.undo()) }()
 	if err := t.setUp(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	traffic, err := t.runTraffic(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return t.collect(ctx, traffic)
 }
@@ -339,28 +340,30 @@ func (t *trial) sleepUntil(ctx context.Context, at time.Time) error {
 }
 
 // collect writes the trial's fidelity record, LMM measurement, plots and
-// meta.json, and marks it complete once the report can read it back.
-func (t *trial) collect(ctx context.Context, tr *trafficResult) (*FidelityRecord, error) {
+// meta.json, and marks it complete once the report can read it back; it
+// returns what the report read.
+func (t *trial) collect(ctx context.Context, tr *trafficResult) (*FidelityRecord, *report.TrialSummary, error) {
 	fid, shortfall, err := t.fidelity(tr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := t.measureLMM(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	label := fmt.Sprintf("%s trial %d", t.point.Name, t.n)
 	if err := trialPlots(t.dir, t.spec.Measure.LMM.name(), label, tr.samples); err != nil {
-		return nil, fmt.Errorf("plots: %w", err)
+		return nil, nil, fmt.Errorf("plots: %w", err)
 	}
 	if err := t.writeMeta(fid, shortfall); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// The trial counts only if the report can read it back.
-	if _, err := report.LoadTrial(t.dir); err != nil {
+	sum, err := report.LoadTrial(t.dir)
+	if err != nil {
 		os.Remove(filepath.Join(t.dir, report.MetaFile))
-		return nil, err
+		return nil, nil, err
 	}
-	return fid, os.WriteFile(filepath.Join(t.dir, completeMarker), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644)
+	return fid, sum, os.WriteFile(filepath.Join(t.dir, completeMarker), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644)
 }
 
 // fidelity judges whether the machine kept up (CPU, captures, pacers) and
