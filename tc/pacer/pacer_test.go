@@ -71,42 +71,54 @@ func TestPacerAssociatesMarkedFlows(t *testing.T) {
 		t.Fatalf("no HTB root on A after Start: %v", q)
 	}
 
-	// Sample the association table while the flow runs.
-	assoc := make(chan int, 1)
-	go func() {
-		time.Sleep(time.Second)
-		n, err := pc.Associated()
+	// A virtual machine whose host stalls it leaves the flow idle past
+	// T_i and slow (a CI run on a boot whose hypervisor took 8 % of the
+	// CPU saw 31 Mbit/s and no association at the 1 s sample, though the
+	// pacer had associated 15 times): such a transfer is tried again, up
+	// to three times, on the same pacer.
+	testenv.Retry(t, 3, func(a *testenv.Attempt) {
+		s0, err := pc.Stats()
 		if err != nil {
-			t.Error(err)
+			t.Fatal(err)
 		}
-		assoc <- n
-	}()
-	x, err := p.Send(name, 5101, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	during := <-assoc
-	s, err := pc.Stats()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("flow %.1f Mbit/s over %s; pacer: %+v; associated mid-flow: %d", x.Mbps(), x.SenderCC, s, during)
-	if err := pc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if during < 1 {
-		t.Errorf("no flow associated during a marked DCTCP transfer")
-	}
-	if s.ECEAcks == 0 || s.Associations == 0 || s.Paced == 0 || s.BucketBytes == 0 {
-		t.Errorf("pacer did not pace: %+v", s)
-	}
-	// 2 s at T_r = 1 ms: a loop that cannot keep up shows here.
-	if s.Updates < 500 {
-		t.Errorf("rate controller ran %d times in 2 s", s.Updates)
-	}
-	if mbps := x.Mbps(); mbps < 0.5*float64(lineRate.BitsPerSecond())/1e6 {
-		t.Errorf("paced flow reached %.1f Mbit/s of %v", mbps, lineRate)
-	}
+		// Sample the association table while the flow runs.
+		assoc := make(chan int, 1)
+		go func() {
+			time.Sleep(time.Second)
+			n, err := pc.Associated()
+			if err != nil {
+				t.Error(err)
+			}
+			assoc <- n
+		}()
+		x, err := p.Send(name, 5100+a.N, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		during := <-assoc
+		s1, err := pc.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := statsSince(s1, s0)
+		a.Logf("attempt %d: flow %.1f Mbit/s over %s; pacer: %+v; associated mid-flow: %d", a.N, x.Mbps(), x.SenderCC, s, during)
+		if err := pc.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if during < 1 {
+			a.Errorf("no flow associated during a marked DCTCP transfer")
+		}
+		if s.ECEAcks == 0 || s.Associations == 0 || s.Paced == 0 || s.BucketBytes == 0 {
+			a.Errorf("pacer did not pace: %+v", s)
+		}
+		// 2 s at T_r = 1 ms: a loop that cannot keep up shows here.
+		if s.Updates < 500 {
+			a.Errorf("rate controller ran %d times in 2 s", s.Updates)
+		}
+		if mbps := x.Mbps(); mbps < 0.5*float64(lineRate.BitsPerSecond())/1e6 {
+			a.Errorf("paced flow reached %.1f Mbit/s of %v", mbps, lineRate)
+		}
+	})
 
 	// Association ends after T_i idle.
 	time.Sleep(3 * DefaultIdleTimeout)
@@ -121,6 +133,19 @@ func TestPacerAssociatesMarkedFlows(t *testing.T) {
 	if q := rootQdisc(t, p.A); q != nil && q.Type() != "noqueue" {
 		t.Errorf("Stop left root qdisc %s", q.Type())
 	}
+}
+
+// statsSince is what the pacer counted between two readings; the rate and
+// the bucket's backlog are the later reading's.
+func statsSince(s, before Stats) Stats {
+	s.Updates -= before.Updates
+	s.ECEAcks -= before.ECEAcks
+	s.Associations -= before.Associations
+	s.Paced -= before.Paced
+	s.Expired -= before.Expired
+	s.BucketBytes -= before.BucketBytes
+	s.BucketDrops -= before.BucketDrops
+	return s
 }
 
 // TestPacerJoinsPortTree starts the pacer on a NIC that already has a

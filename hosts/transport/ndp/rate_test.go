@@ -1,6 +1,7 @@
 package ndp
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -44,20 +45,15 @@ func TestOneFlowRate(t *testing.T) {
 	// A run below the floor runs once more, and the second judges: a CI
 	// run on 2026-11-27 (a boot whose hypervisor took 8 % of the CPU)
 	// reached 28.2 Mbit/s at 42.4 cpu-µs/packet.
-	var goodput float64
-	for _, tag := range []string{"r", "r2"} {
-		res := oneFlow(t, tag)
-		var wire float64
-		goodput, wire = rates(res)
-		t.Logf("one flow: goodput %.1f Mbit/s, port %.1f Mbit/s; %d packets, %.1f cpu-µs/packet; RTT %v; endpoints %+v; port %+v",
+	testenv.Retry(t, 2, func(a *testenv.Attempt) {
+		res := oneFlow(t, fmt.Sprintf("r%d", a.N))
+		goodput, wire := rates(res)
+		a.Logf("one flow: goodput %.1f Mbit/s, port %.1f Mbit/s; %d packets, %.1f cpu-µs/packet; RTT %v; endpoints %+v; port %+v",
 			goodput, wire, res.packets, float64(res.cpu.Microseconds())/float64(max(res.packets, 1)), res.rtt, res.stats, *res.port.NDP)
-		if goodput >= 70 {
-			break
+		if goodput < 70 {
+			a.Errorf("goodput %.1f Mbit/s, want ≥ 70 (70 %% of 100 Mbit/s)", goodput)
 		}
-	}
-	if goodput < 70 {
-		t.Errorf("goodput %.1f Mbit/s, want ≥ 70 (70 %% of 100 Mbit/s)", goodput)
-	}
+	})
 }
 
 // BenchmarkNDPOneFlow: one 8 MB NDP flow alone on a 100 Mbit/s path; the
