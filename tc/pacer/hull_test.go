@@ -207,8 +207,13 @@ func TestHULLPaperChecks(t *testing.T) {
 		// check had), so 20%: a pacer that starves its flows still fails.
 		// Window-limited flows pay the bucket's serialization at R on every
 		// RTT (HULL §4.4's pacer delay); there too the floor is 80%.
-		if pqp.meanUS > 1.25*pq.meanUS {
-			a.Errorf("with the pacer mean latency %.1f µs, without %.1f µs", pqp.meanUS, pq.meanUS)
+		// With the phantom queue both means are a few µs (1.2-3.1 in five
+		// runs on a quiet boot, 2026-11-27), where 25 % is a fraction of a
+		// µs: a difference under a tenth of a full frame's time on the line
+		// (12 µs at 100 Mbit/s) is no queue, and is let pass.
+		tenthFrameUS := 1514 * 8 / hullRateMbit / 10
+		if pqp.meanUS > 1.25*pq.meanUS+tenthFrameUS {
+			a.Errorf("with the pacer mean latency %.1f µs, without %.1f µs (allowed 25 %% + %.1f µs)", pqp.meanUS, pq.meanUS, tenthFrameUS)
 		}
 		if pqp.mbps < 0.8*pq.mbps {
 			a.Errorf("with the pacer %.1f Mbit/s, without %.1f Mbit/s (want ≥ 80%%)", pqp.mbps, pq.mbps)
