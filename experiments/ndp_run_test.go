@@ -22,27 +22,33 @@ import (
 // only once per arrival: 3.1 RTTs quick on this lab (docs/ndp.md).
 func TestQuickNDPPriority(t *testing.T) {
 	testenv.RequireRoot(t)
-	res := runQuick(t, "ndp/priority")
-	fct := map[string]float64{} // scheme n=senders → short-flow FCT median, µs
-	for _, r := range res.Report.Rows {
-		fct[r.Scheme+" n="+r.Value("senders")] = r.QCTP50
-	}
-	rtt := medianRTT(t, res)
-	idle, fair, prio := fct["ndp-prio n=0"], fct["ndp n=6"], fct["ndp-prio n=6"]
-	t.Logf("short flow FCT median: idle %.0f µs (ndp alone %.0f), with priority %.0f µs (+%.1f RTTs), fair %.0f µs (+%.1f RTTs); RTT %v",
-		idle, fct["ndp n=0"], prio, (prio-idle)/float64(rtt.Microseconds()), fair, (fair-idle)/float64(rtt.Microseconds()), rtt)
-	if !(idle > 0 && prio > 0 && fair > 0) {
-		t.Fatalf("missing short-flow completion times: %v", fct)
-	}
-	if !(prio < fair) {
-		t.Errorf("with priority the short flow took %.0f µs, without %.0f µs: priority did not help", prio, fair)
-	}
-	if over := (prio - idle) / float64(rtt.Microseconds()); !(over <= 2.5) {
-		t.Errorf("with priority the short flow took %.1f RTTs longer than idle, want at most 2.5", over)
-	}
-	if !strings.Contains(res.Report.Markdown, "## Short flow completion time") {
-		t.Errorf("the report has no short-flow section:\n%s", res.Report.Markdown)
-	}
+	// Two rounds make a noisy median: a CI run on a quiet boot
+	// (2026-11-28) measured 2.9 RTTs with every trial faithful, so a run
+	// over the margin runs again, once; the broken receiver's 3.1 fails
+	// both.
+	testenv.Retry(t, 2, func(a *testenv.Attempt) {
+		res := runQuick(t, "ndp/priority")
+		fct := map[string]float64{} // scheme n=senders → short-flow FCT median, µs
+		for _, r := range res.Report.Rows {
+			fct[r.Scheme+" n="+r.Value("senders")] = r.QCTP50
+		}
+		rtt := medianRTT(t, res)
+		idle, fair, prio := fct["ndp-prio n=0"], fct["ndp n=6"], fct["ndp-prio n=6"]
+		a.Logf("short flow FCT median: idle %.0f µs (ndp alone %.0f), with priority %.0f µs (+%.1f RTTs), fair %.0f µs (+%.1f RTTs); RTT %v",
+			idle, fct["ndp n=0"], prio, (prio-idle)/float64(rtt.Microseconds()), fair, (fair-idle)/float64(rtt.Microseconds()), rtt)
+		if !(idle > 0 && prio > 0 && fair > 0) {
+			t.Fatalf("missing short-flow completion times: %v", fct)
+		}
+		if !(prio < fair) {
+			a.Errorf("with priority the short flow took %.0f µs, without %.0f µs: priority did not help", prio, fair)
+		}
+		if over := (prio - idle) / float64(rtt.Microseconds()); !(over <= 2.5) {
+			a.Errorf("with priority the short flow took %.1f RTTs longer than idle, want at most 2.5", over)
+		}
+		if !strings.Contains(res.Report.Markdown, "## Short flow completion time") {
+			t.Errorf("the report has no short-flow section:\n%s", res.Report.Markdown)
+		}
+	})
 }
 
 // ndp/incast's quick variant (7 senders of 270 KB to h0 at 50 Mbit/s):
