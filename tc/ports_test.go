@@ -94,7 +94,7 @@ func bulkTCP(t testing.TB, lab *tctest.Lab, host, rx string, port tc.Target, d, 
 // shaper.
 //
 // Other engineers' tests share the machine: a run below the bound is
-// repeated (up to 3 runs), and every run logs the machine's idle time and
+// repeated (up to 3 runs, testenv.Retry), and every run logs the machine's idle time and
 // the port's mean backlog, so that a CPU-starved run shows as such. A
 // shaper that lets more than the rate through fails at once.
 func TestRateFidelity(t *testing.T) {
@@ -105,42 +105,40 @@ func TestRateFidelity(t *testing.T) {
 		min, max float64
 	}{{100 * units.Mbit, 1500, 0.90, 1.00}, {1 * units.Gbit, 9000, 0.85, 1.00}} {
 		t.Run(c.rate.String(), func(t *testing.T) {
-			var ratio float64
+			const attempts = 3
 			leastSteal := 100.0
-			for try := 1; try <= 3; try++ {
+			testenv.Retry(t, attempts, func(a *testenv.Attempt) {
 				lab := tctest.NewStarMTU(t, c.mtu, "h1", "rx")
 				port := lab.Egress("rx")
 				apply(t, port, resolveMTU(t, tc.PortSettings{}, c.rate, c.mtu))
 				cpu0 := testenv.ReadCPU(t)
 				r := bulkTCP(t, lab, "h1", "rx", port, 5*time.Second, time.Second)
 				cpu, _ := testenv.ReadCPU(t).Since(cpu0)
-				idle, steal := cpu.IdlePct, cpu.StealPct
-				leastSteal = min(leastSteal, steal)
-				ratio = r.wire / float64(c.rate)
-				t.Logf("port %s, MTU %d, run %d: wire %.1f Mbit/s (%.1f%%), TCP goodput %.1f Mbit/s (%.1f%%); mean backlog %.1f KB; machine CPU idle %.0f%%, stolen by the hypervisor %.1f%%",
-					c.rate, c.mtu, try, r.wire/1e6, 100*ratio, r.goodput/1e6, 100*r.goodput/float64(c.rate), r.meanBacklog/1e3, idle, steal)
+				leastSteal = min(leastSteal, cpu.StealPct)
+				ratio := r.wire / float64(c.rate)
+				a.Logf("port %s, MTU %d, run %d: wire %.1f Mbit/s (%.1f%%), TCP goodput %.1f Mbit/s (%.1f%%); mean backlog %.1f KB; machine CPU idle %.0f%%, stolen by the hypervisor %.1f%%",
+					c.rate, c.mtu, a.N, r.wire/1e6, 100*ratio, r.goodput/1e6, 100*r.goodput/float64(c.rate), r.meanBacklog/1e3, cpu.IdlePct, cpu.StealPct)
 				// 1 % above the rate is HTB's burst allowance over 4 s; more
-				// means the shaper is not shaping: never retried.
+				// means the shaper is not shaping: it fails the test at
+				// once, never retried.
 				if ratio > c.max+0.01 {
-					break
+					t.Errorf("wire rate %.1f%% of %s, want at most %.0f%%", 100*ratio, c.rate, 100*c.max)
+					return
 				}
-				if ratio >= c.min {
-					break
+				// A hypervisor that takes the CPU in every run takes the
+				// shaper's timer with it: on a 2026-11-27 boot it took 15 %
+				// of the CPU during this test, and 1 Gbit on 9000-byte
+				// frames reached 59-83 % in six runs. Then the last run's
+				// floor is 55 %, which still fails a shaper at half its rate.
+				floor := c.min
+				if a.N == attempts && leastSteal > 5 {
+					floor = min(floor, 0.55)
+					a.Logf("the hypervisor took at least %.1f%% of the CPU in every run: the floor is %.0f%%, not %.0f%%", leastSteal, 100*floor, 100*c.min)
 				}
-			}
-			// A hypervisor that takes the CPU in every run takes the
-			// shaper's timer with it: on a 2026-11-27 boot it took 15 %
-			// of the CPU during this test, and 1 Gbit on 9000-byte frames
-			// reached 59-83 % in six runs. Then the floor is 55 %, which
-			// still fails a shaper at half its rate.
-			floor := c.min
-			if leastSteal > 5 {
-				floor = min(floor, 0.55)
-				t.Logf("the hypervisor took at least %.1f%% of the CPU in every run: the floor is %.0f%%, not %.0f%%", leastSteal, 100*floor, 100*c.min)
-			}
-			if ratio < floor || ratio > c.max+0.01 {
-				t.Errorf("wire rate %.1f%% of %s, want %.0f–%.0f%%", 100*ratio, c.rate, 100*floor, 100*c.max)
-			}
+				if ratio < floor {
+					a.Errorf("wire rate %.1f%% of %s, want at least %.0f%%", 100*ratio, c.rate, 100*floor)
+				}
+			})
 		})
 	}
 }

@@ -213,9 +213,8 @@ func accuracy(t *testing.T, r rig) {
 	// not the LMM's. The burst measurement is therefore tried up to five
 	// times, a second apart, and passes if one attempt meets the criterion;
 	// every attempt's residuals are logged.
-	var failures []string
-	for attempt := 1; attempt <= 5; attempt++ {
-		if attempt > 1 {
+	testenv.Retry(t, 5, func(a *testenv.Attempt) {
+		if a.N > 1 {
 			time.Sleep(time.Second) // let a burst of load from other tests pass
 		}
 		burstMatches := measure(t, r, func(seq *uint64) { sendBursts(t, r.tx, seq) })
@@ -224,18 +223,12 @@ func accuracy(t *testing.T, r rig) {
 		}
 		ev := evaluate(burstMatches, fs, r.burstBytes, r.criteria)
 		for _, l := range ev.log {
-			t.Logf("attempt %d: %s", attempt, l)
-		}
-		if len(ev.failures) == 0 {
-			return
+			a.Logf("attempt %d: %s", a.N, l)
 		}
 		for _, f := range ev.failures {
-			failures = append(failures, fmt.Sprintf("attempt %d: %s", attempt, f))
+			a.Errorf("%s", f)
 		}
-	}
-	for _, f := range failures {
-		t.Error(f)
-	}
+	})
 }
 
 // sendBursts sends the bursts: both senders start each burst together.
