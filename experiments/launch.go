@@ -246,12 +246,15 @@ func (t *trial) runSchedule(ctx context.Context) error {
 
 // drain is how long messages sent near the schedule's end get to arrive:
 // none for long-lived flows, which run until SIGTERM.
-func (t *trial) drain() time.Duration {
-	switch t.spec.Traffic.Pattern {
+func (t *trial) drain() time.Duration { return t.spec.drainTime() }
+
+// drainTime is how long after the schedule's end messages may finish.
+func (s *Spec) drainTime() time.Duration {
+	switch s.Traffic.Pattern {
 	case "static", "permutation":
 		return 0
 	}
-	return min(max(t.spec.Duration/3, 2*time.Second), 10*time.Second)
+	return min(max(s.Duration/3, 2*time.Second), 10*time.Second)
 }
 
 // stopTransports sends every transport (and the probe sink) SIGTERM and

@@ -49,6 +49,11 @@ type SearchSpec struct {
 	// every scheme whose ports give them; unset, each such scheme keeps
 	// its own.
 	Weights [][]int `yaml:"weights,omitempty" json:"weights,omitempty"`
+	// FirstGuess "model" starts each candidate's search at the least rate
+	// SWP's fluid model of the bottleneck meets the SLOs at, over the
+	// search's own messages (package fluid; guess.go), instead of at the
+	// bracket's midpoint.
+	FirstGuess string `yaml:"first_guess,omitempty" json:"first_guess,omitempty"`
 }
 
 // RateRange is a search's bracket of link rates.
@@ -113,6 +118,7 @@ type searcher struct {
 	*runner
 	state searchFile
 	start time.Time
+	model *guesser // with search.first_guess
 }
 
 // Search runs spec's capacity search (spec.Search) into a run directory
@@ -199,6 +205,16 @@ func (s *searcher) scheme(ctx context.Context, name string) (SchemeSearch, error
 	q := s.spec.Search
 	cfg := s.spec.searchConfig(name)
 	floor := s.spec.searchFloorBPS()
+	if q.FirstGuess == FirstGuessModel {
+		if s.model == nil {
+			gs, err := newGuesser(s.spec, s.run.Seed, func(format string, args ...any) { fmt.Fprintf(s.opts.Progress, format, args...) })
+			if err != nil {
+				return SchemeSearch{Scheme: name}, err
+			}
+			s.model = gs
+		}
+		cfg.Guess = func(ctx context.Context, w []int) (float64, bool, error) { return s.model.least(ctx, name, w, cfg) }
+	}
 	res, err := search.Least(ctx, cfg, s.judge(name), func(st search.Step) {
 		w := ""
 		if len(st.Probe.Weights) > 0 {
@@ -282,13 +298,17 @@ func (s *searcher) judge(name string) search.Judge {
 // same messages (one traffic name, so the same seeds), which keeps the
 // probes of a bisection comparable.
 func (s *searcher) probePoint(scheme string, pr search.Probe) Point {
-	p := Point{Scheme: scheme, Load: s.spec.Traffic.Load, Traffic: "search", Weights: pr.Weights,
-		Rate: units.Rate(math.Round(pr.RateBPS/float64(units.Kbit))) * units.Kbit}
+	p := Point{Scheme: scheme, Load: s.spec.Traffic.Load, Traffic: "search", Weights: pr.Weights, Rate: probeRate(pr.RateBPS)}
 	p.Name = scheme + "_rate" + p.Rate.String()
 	if len(pr.Weights) > 0 {
 		p.Name += "_w" + weightsText(pr.Weights, "-")
 	}
 	return p
+}
+
+// probeRate is a probed rate as links are set to it: whole Kbit/s.
+func probeRate(bps float64) units.Rate {
+	return units.Rate(math.Round(bps/float64(units.Kbit))) * units.Kbit
 }
 
 // outcomeOf judges a probe from its classes' SLO cells: met when every
@@ -342,9 +362,14 @@ func searchMarkdown(spec *Spec, schemes []SchemeSearch) string {
 		"logarithm of the rate in [%s, %s] (the floor raised to the rate the classes offer), to within %g %%; each probe is %d "+
 		"trial(s) and meets when every objective's mean over them is within target (the SLO table's verdict)%s.\n\n",
 		q.Rate.Min, q.Rate.Max, q.tolerance()*100, spec.Trials, rerunsText(spec.Reruns))
+	if q.FirstGuess == FirstGuessModel {
+		b.WriteString("Each candidate's search started at the model's first guess (SWP's fluid model of the bottleneck over the " +
+			"search's own messages: the least rate at which the model meets every SLO), then walked away from it in doubling " +
+			"steps until a probe met and one missed, and bisected between them.\n\n")
+	}
 	s := spec.Scale.Factor(spec.labRateBPS())
-	b.WriteString("| scheme | least rate | at the paper's scale | weights | probes | trials | probes saved by the floor | answer |\n" +
-		"|---|---:|---:|---|---:|---:|---:|---|\n")
+	b.WriteString("| scheme | least rate | at the paper's scale | weights | probes | trials | probes saved by the floor | model's guess | answer |\n" +
+		"|---|---:|---:|---|---:|---:|---:|---|---|\n")
 	for _, r := range schemes {
 		rate, paperRate, weights, answer := mbit(r.RateBPS), "–", "–", "met"
 		if !r.Met {
@@ -367,8 +392,8 @@ func searchMarkdown(spec *Spec, schemes []SchemeSearch) string {
 		if n, of := r.suspect(); n > 0 {
 			answer += fmt.Sprintf("; suspect: %d of the %d trials it rests on unfaithful", n, of)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d | %d | %s |\n", r.Scheme, rate, paperRate, weights,
-			len(r.Steps), r.Trials, r.ProbesSaved, answer)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d | %d | %s | %s |\n", r.Scheme, rate, paperRate, weights,
+			len(r.Steps), r.Trials, r.ProbesSaved, guessesText(r.Guesses, q.Rate.Max.String()), answer)
 	}
 	if len(schemes) > 1 && schemes[0].Met {
 		fmt.Fprintf(&b, "\nInflation (%s's least rate over each scheme's):", schemes[0].Scheme)
@@ -385,6 +410,26 @@ func searchMarkdown(spec *Spec, schemes []SchemeSearch) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// guessesText is a scheme's first guesses in a table cell: the rate per
+// candidate, or that the model met nowhere up to max.
+func guessesText(gs []search.Guess, max string) string {
+	if len(gs) == 0 {
+		return "–"
+	}
+	var parts []string
+	for _, g := range gs {
+		v := "none up to " + max
+		if g.OK {
+			v = mbit(g.RateBPS)
+		}
+		if len(g.Weights) > 0 {
+			v = weightsText(g.Weights, ":") + ": " + v
+		}
+		parts = append(parts, v)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // rerunsText says, in a sentence about a probe's trials, what becomes of
@@ -440,6 +485,10 @@ func (s *Spec) validateSearch(path string, q *SearchSpec, sweep Sweep) error {
 		return f("tolerance", "want a relative resolution in (0, 1) such as 0.05, got %v", q.Tolerance)
 	case q.MaxTrials < 0 || q.MaxTrials > 0 && q.MaxTrials < s.Trials:
 		return f("max_trials", "a probe is %d trial(s); want a budget of at least that, got %d", s.Trials, q.MaxTrials)
+	case q.FirstGuess != "" && q.FirstGuess != FirstGuessModel:
+		return f("first_guess", "want %q (SWP's fluid model of the bottleneck) or nothing, got %q", FirstGuessModel, q.FirstGuess)
+	case q.FirstGuess != "" && len(s.graph.Switches()) != 1:
+		return f("first_guess", "%v; this lab has %d switches", errNoModel, len(s.graph.Switches()))
 	}
 	if offered := s.OfferedLoad(Point{Load: s.Traffic.Load}) * s.labRateBPS(); offered >= float64(q.Rate.Max) {
 		return f("rate.max", "the classes offer %s; no rate up to %v can meet a slowdown SLO", mbit(offered), q.Rate.Max)

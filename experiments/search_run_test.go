@@ -182,3 +182,51 @@ func forgetProbes(t *testing.T, runDir string, names ...string) {
 		t.Fatal(err)
 	}
 }
+
+// The model's first guess (search.first_guess: model) cuts the same
+// search's probes (issue 15: "a model-based first guess ... Measure how
+// many it saves"): on this lab the fluid model's least rate lies within a
+// tolerance step of R*, so the walk from it brackets the answer in at
+// most two probes, where bisection takes four (TestSearchFindsAKnownCapacity).
+// The answer must be as right as bisection's.
+func TestModelGuessSavesProbes(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := t.TempDir()
+	cdf := filepath.Join(dir, "ten-segments.cdf")
+	if err := os.WriteFile(cdf, []byte("# discrete: true\n14480 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file := strings.Replace(fmt.Sprintf(knownAnswerExperiment, cdf), "tolerance: 0.05}", "tolerance: 0.05, first_guess: model}", 1)
+	spec, err := Parse("known.yaml", []byte(file), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := search.Steps(max(float64(spec.Search.Rate.Min), spec.searchFloorBPS()), float64(spec.Search.Rate.Max), spec.Search.tolerance())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	res, err := Search(ctx, spec, Options{Out: dir, LabPrefix: checkedPrefix(t, "g"), Seed: 1, Progress: &progress})
+	t.Logf("%s", progress.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const need = 1.2e6 * 1514 / 1448 // R*, as in TestSearchFindsAKnownCapacity
+	got := res.Schemes[0]
+	if len(got.Guesses) != 1 || !got.Guesses[0].OK {
+		t.Fatalf("guesses %+v, want the model's one", got.Guesses)
+	}
+	t.Logf("model's guess %.4g bit/s; least rate %.4g after %d probes (bisection alone: %d); R* = %.4g",
+		got.Guesses[0].RateBPS, got.RateBPS, len(got.Steps), plain, need)
+	if g := got.Guesses[0].RateBPS; g < need/1.05 || g > need*1.05 {
+		t.Errorf("the model's guess %.4g bit/s is not within 5 %% of R* = %.4g", g, need)
+	}
+	if hi := need * (1 + spec.Search.tolerance()) * 1.001; !got.Met || got.RateBPS < 0.98*need || got.RateBPS > hi {
+		t.Errorf("least rate %.4g bit/s (met %v), want within [%.4g, %.4g]", got.RateBPS, got.Met, 0.98*need, hi)
+	}
+	if len(got.Steps) > 2 || plain != 4 {
+		t.Errorf("%d probes from the guess, want at most 2 (bisection alone: %d, want 4)", len(got.Steps), plain)
+	}
+	if !strings.Contains(res.Report.Markdown, "model's first guess") {
+		t.Errorf("the report does not say the search started from the model's guess:\n%s", res.Report.Markdown)
+	}
+}

@@ -138,10 +138,10 @@ func (n *NDPSpec) resolve(mtu int) (NDP, error) {
 	if n.Data != nil {
 		out.Data = *n.Data
 	}
-	if b := out.Data.bytesAt(mtu); out.Data.Packets == 0 && b < units.Size(mtu+frameOverhead) {
+	if b := out.Data.BytesAt(mtu); out.Data.Packets == 0 && b < units.Size(mtu+frameOverhead) {
 		return NDP{}, yamlfile.Field("ndp.data", "%s cannot hold one full-size frame (%d bytes at MTU %d)", out.Data, mtu+frameOverhead, mtu)
 	}
-	out.Header = Buffer{Bytes: out.Data.bytesAt(mtu)}
+	out.Header = Buffer{Bytes: out.Data.BytesAt(mtu)}
 	if n.Header != nil {
 		out.Header = *n.Header
 	}

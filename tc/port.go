@@ -51,7 +51,7 @@ func (s PortSettings) Resolve(linkRate units.Rate, mtu int) (Port, error) {
 	if s.Buffer != nil {
 		p.Buffer = *s.Buffer
 	}
-	if min := units.Size(mtu + frameOverhead); p.Buffer.bytesAt(mtu) < min {
+	if min := units.Size(mtu + frameOverhead); p.Buffer.BytesAt(mtu) < min {
 		return Port{}, yamlfile.Field("buffer", "%s cannot hold one full-size frame (%d bytes at MTU %d)", p.Buffer, uint64(min), mtu)
 	}
 	if s.Queues != nil {
@@ -79,7 +79,7 @@ func (s PortSettings) Resolve(linkRate units.Rate, mtu int) (Port, error) {
 	p.BandOf = dscpBands(p.Bands)
 	if s.Marking != nil {
 		if e := s.Marking.ECN; e != nil {
-			if b := p.Buffer.bytesAt(mtu); e.Threshold > b {
+			if b := p.Buffer.BytesAt(mtu); e.Threshold > b {
 				return Port{}, thresholdTooLarge(e.Threshold, p.Buffer, b)
 			}
 			c := *e
@@ -118,7 +118,7 @@ func (p Port) needsProgram() bool {
 
 // BufferBytes is the per-band drop-tail limit in bytes (with flow buckets,
 // the band's: its buckets share it).
-func (p Port) BufferBytes() units.Size { return p.Buffer.bytesAt(p.MTU) }
+func (p Port) BufferBytes() units.Size { return p.Buffer.BytesAt(p.MTU) }
 
 // Warnings lists settings that are legal but doubtful on this machine, such
 // as a rate above what one CPU core can push through a shaped hop.

@@ -220,7 +220,7 @@ func setBuffer(t Target, b Buffer) error {
 	}
 	defer c.Close()
 	mtu := link.Attrs().MTU
-	if b.bytesAt(mtu) < units.Size(mtu+frameOverhead) {
+	if b.BytesAt(mtu) < units.Size(mtu+frameOverhead) {
 		return yamlfile.Field("buffer", "%s cannot hold one full-size frame", b)
 	}
 	maps, err := openLabMaps(t.Lab)

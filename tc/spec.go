@@ -129,9 +129,9 @@ func ParseBuffer(s string) (Buffer, error) {
 	return Buffer{Bytes: v}, nil
 }
 
-// bytesAt is the buffer in bytes for a given MTU: a packet count counts
+// BytesAt is the buffer in bytes for a given MTU: a packet count counts
 // full-size frames.
-func (b Buffer) bytesAt(mtu int) units.Size {
+func (b Buffer) BytesAt(mtu int) units.Size {
 	if b.Packets > 0 {
 		return units.Size(b.Packets * (mtu + frameOverhead))
 	}

@@ -21,6 +21,7 @@ func runCmd() *cobra.Command {
 		seed      uint64
 		out       string
 		keepPcaps bool
+		modelOnly bool
 	}
 	c := &cobra.Command{
 		Use:   "run [NAME|FILE]",
@@ -43,6 +44,7 @@ replays the probes search.json holds).`,
   fabric run hull/dynamic --quick
   fabric run my-experiment.yaml --seed 42
   fabric run swp/capacity --quick          # a capacity search
+  fabric run swp/capacity --model-only     # the same, by the fluid model alone
   fabric run --resume runs/hull-dynamic/20261123T093000Z`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -58,6 +60,9 @@ replays the probes search.json holds).`,
 			opts := experiments.Options{
 				Out: flags.out, Resume: flags.resume, Seed: flags.seed,
 				Progress: errOut, KeepPcaps: flags.keepPcaps,
+			}
+			if flags.modelOnly {
+				return printModelCapacity(cmd, spec, flags.seed)
 			}
 			var res *experiments.Result
 			if spec.Search != nil { // search: the least rate per scheme instead of the sweep
@@ -89,5 +94,17 @@ replays the probes search.json holds).`,
 	f.Uint64Var(&flags.seed, "seed", 0, "base seed (default: the file's seed, else from the clock); recorded in run.json")
 	f.StringVar(&flags.out, "out", "runs", "directory runs are written under")
 	f.BoolVar(&flags.keepPcaps, "keep-pcaps", false, "keep the LMM's packet captures after matching")
+	f.BoolVar(&flags.modelOnly, "model-only", false, "answer a search with SWP's fluid model alone: no lab, seconds (its first guesses)")
 	return c
+}
+
+// printModelCapacity is `fabric run --model-only`: a search's answers by
+// the fluid model alone.
+func printModelCapacity(cmd *cobra.Command, spec *experiments.Spec, seed uint64) error {
+	answers, err := experiments.ModelCapacity(cmd.Context(), spec, seed, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(cmd.OutOrStdout(), experiments.ModelMarkdown(spec, answers))
+	return nil
 }

@@ -69,6 +69,23 @@ type Config struct {
 	MaxTrials int
 	// Candidates are the weight vectors to try; none for unweighted schemes.
 	Candidates [][]int
+	// Guess, when set, is a model's least rate for a candidate (ok false
+	// when the model has none below Hi). The search then probes the
+	// guess first and walks away from it in steps of 1 + Tolerance that
+	// double while the verdict stays the same, until a probe that meets
+	// and one that misses bracket the answer, and bisects from there: a
+	// good guess closes the bracket in two probes, a bad one costs about
+	// twice the bisection's log steps between the guess and the answer.
+	Guess func(ctx context.Context, weights []int) (rateBPS float64, ok bool, err error)
+}
+
+// Guess is a model's first guess for one candidate, as the search used
+// it.
+type Guess struct {
+	Weights []int   `json:"weights,omitempty"`
+	RateBPS float64 `json:"rate_bps"`
+	// OK is false when the model met nowhere below the bracket's top.
+	OK bool `json:"ok"`
 }
 
 // Step is one probe and its outcome, with the bracket after it.
@@ -93,6 +110,9 @@ type Result struct {
 	// Trials counts every trial run, reruns of flagged ones included.
 	Trials int    `json:"trials"`
 	Steps  []Step `json:"steps"`
+	// Guesses are the model's first guesses, per candidate, when the
+	// search had a model.
+	Guesses []Guess `json:"guesses,omitempty"`
 }
 
 // Ends are the probes the answer rests on: the one that met at RateBPS
@@ -163,6 +183,12 @@ func (s *state) bisect(ctx context.Context, w []int) error {
 		hi = s.res.RateBPS
 	}
 	met := false
+	if s.cfg.Guess != nil {
+		var err error
+		if lo, hi, met, err = s.fromGuess(ctx, w, lo, hi); err != nil {
+			return err
+		}
+	}
 	for hi/lo > 1+s.cfg.Tolerance {
 		mid := math.Sqrt(lo * hi)
 		o, ok, err := s.probe(ctx, Probe{RateBPS: mid, Weights: w}, lo, hi)
@@ -187,6 +213,38 @@ func (s *state) bisect(ctx context.Context, w []int) error {
 		s.res.RateBPS, s.res.Weights, s.res.Met = hi, slices.Clone(w), true
 	}
 	return nil
+}
+
+// fromGuess probes the model's guess for candidate w, then away from it
+// in doubling steps while the verdict stays the same, and returns the
+// bracket that leaves for bisection (stopping early when the budget is
+// spent: the caller's bisection then stops too).
+func (s *state) fromGuess(ctx context.Context, w []int, lo, hi float64) (float64, float64, bool, error) {
+	g, ok, err := s.cfg.Guess(ctx, w)
+	if err != nil {
+		return lo, hi, false, err
+	}
+	s.res.Guesses = append(s.res.Guesses, Guess{Weights: slices.Clone(w), RateBPS: g, OK: ok})
+	if !ok {
+		return lo, hi, false, nil
+	}
+	met, missed := false, false
+	step := 1 + s.cfg.Tolerance
+	for r := g; r > lo && r < hi && hi/lo > 1+s.cfg.Tolerance && !(met && missed); step *= step {
+		o, ok, err := s.probe(ctx, Probe{RateBPS: r, Weights: w}, lo, hi)
+		if err != nil || !ok {
+			return lo, hi, met, err
+		}
+		if o.Met {
+			hi, met = r, true
+			r /= step
+		} else {
+			lo, missed = r, true
+			r *= step
+		}
+		s.res.Steps[len(s.res.Steps)-1].Lo, s.res.Steps[len(s.res.Steps)-1].Hi = lo, hi
+	}
+	return lo, hi, met, nil
 }
 
 // probe judges p if the budget allows (ok false when it does not).

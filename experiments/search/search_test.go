@@ -161,3 +161,38 @@ func TestEndsAreTheBracketsEnds(t *testing.T) {
 		t.Errorf("nothing met: ends %+v, want the miss at Hi", ends)
 	}
 }
+
+// A first guess near the answer closes the bracket in two probes; a far
+// one still converges on the answer, only slower; none (ok false) leaves
+// plain bisection.
+func TestLeastFromAGuess(t *testing.T) {
+	const want = 3.3e6
+	cfg := Config{Lo: 1e6, Hi: 10e6, Tolerance: 0.05, MaxTrials: 100}
+	plain := Steps(cfg.Lo, cfg.Hi, cfg.Tolerance)
+	for _, c := range []struct {
+		guess     float64
+		ok        bool
+		maxProbes int
+	}{
+		{want * 1.01, true, 2}, {want * 0.99, true, 2}, // within a tolerance step either side
+		{want * 1.6, true, 2 * plain}, {want / 2.5, true, 2 * plain}, {9.9e6, true, 2 * plain},
+		{0, false, plain},
+	} {
+		calls := 0
+		cfg.Guess = func(context.Context, []int) (float64, bool, error) { return c.guess, c.ok, nil }
+		res, err := Least(context.Background(), cfg, threshold(map[int]float64{0: want}, 1, &calls), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Met || res.RateBPS < want || res.RateBPS > want*(1+cfg.Tolerance) {
+			t.Errorf("guess %g: found %g (met %v), want within [%g, %g]", c.guess, res.RateBPS, res.Met, want, want*1.05)
+		}
+		if last := res.Steps[len(res.Steps)-1]; last.Hi/last.Lo > 1+cfg.Tolerance {
+			t.Errorf("guess %g: final bracket [%g, %g] wider than the tolerance", c.guess, last.Lo, last.Hi)
+		}
+		if calls > c.maxProbes || len(res.Guesses) != 1 || res.Guesses[0].RateBPS != c.guess {
+			t.Errorf("guess %g: %d probes (want at most %d), guesses recorded %v", c.guess, calls, c.maxProbes, res.Guesses)
+		}
+		t.Logf("guess %.3g (ok %v): %d probes; plain bisection %d", c.guess, c.ok, calls, plain)
+	}
+}

@@ -219,9 +219,30 @@ func (t *TrialSummary) loadFlows(dir string, meta Meta) error {
 		return fmt.Errorf("report: %s: field bottleneck_bps must be set (> 0) to compute slowdowns of %d flows",
 			filepath.Join(dir, MetaFile), len(set.Flows))
 	}
+	if err := t.addFlows(set, meta); err != nil {
+		return fmt.Errorf("report: %s: %w", dir, err)
+	}
+	return nil
+}
+
+// SummarizeFlows is the flow half of a trial's summary (slowdowns, per
+// class and SLO) from records held in memory rather than a trial
+// directory: what a model's predicted completion times look like through
+// the same one slowdown computation as a trial's (the capacity search's
+// first guess, experiments.Search).
+func SummarizeFlows(set *transport.Set, meta Meta) (*TrialSummary, error) {
+	if meta.BottleneckBPS <= 0 {
+		return nil, fmt.Errorf("report: bottleneck rate %v bit/s must be positive", meta.BottleneckBPS)
+	}
+	t := &TrialSummary{Scheme: meta.Scheme, SchemeName: meta.SchemeName, Pattern: meta.Pattern}
+	return t, t.addFlows(set, meta)
+}
+
+// addFlows computes the summary's flow statistics from set.
+func (t *TrialSummary) addFlows(set *transport.Set, meta Meta) error {
 	a, err := flows.Analyze(set, flows.Ideal{BottleneckBPS: meta.BottleneckBPS, RTT: time.Duration(meta.UnloadedRTTNS), Links: meta.PathLinks}, meta.QueryResponses)
 	if err != nil {
-		return fmt.Errorf("report: %s: %w", dir, err)
+		return err
 	}
 	t.Fidelity.IncompleteFlows = a.Incomplete
 	if b := a.Bucket("1KB"); b.N > 0 {

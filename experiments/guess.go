@@ -1,0 +1,248 @@
+package experiments
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/fabric-emu/fabric/experiments/fluid"
+	"github.com/fabric-emu/fabric/experiments/search"
+	"github.com/fabric-emu/fabric/hosts/transport"
+	"github.com/fabric-emu/fabric/results/report"
+)
+
+// FirstGuessModel is search.first_guess's one model: SWP's fluid model
+// of the bottleneck (package fluid).
+const FirstGuessModel = "model"
+
+// errNoModel says why a lab has no model: the fluid model is of one
+// bottleneck between senders and a receiver on one switch.
+var errNoModel = errors.New("the model needs a star: every sender and the receiver on one switch")
+
+// guesser is the capacity search's model: the search's own trials'
+// messages (the same draws every probe carries), run through the fluid
+// model at a probed rate and judged by the SLO table's verdict, as a
+// probe's trials are.
+type guesser struct {
+	spec      *Spec
+	schedules []*Schedule
+	receiver  string
+	sender    string
+	path      time.Duration // the path's delay outside the queue: to it, and from it to the receiver
+	rtt       time.Duration
+	links     int
+	progress  func(format string, args ...any)
+}
+
+// newGuesser draws the search's schedules (seed is the run's base seed),
+// or says why the lab has no model.
+func newGuesser(spec *Spec, seed uint64, progress func(string, ...any)) (*guesser, error) {
+	g := spec.graph
+	gs := &guesser{spec: spec, progress: progress}
+	for n := 1; n <= spec.Trials; n++ {
+		sched, err := spec.Schedule(g, Point{Load: spec.Traffic.Load, Traffic: "search"}, TrialSeed(seed, "search", n))
+		if err != nil {
+			return nil, err
+		}
+		gs.schedules = append(gs.schedules, sched)
+	}
+	senders, rx := spec.bottleneck(g, gs.schedules[0])
+	hr := g.Node(rx)
+	for _, name := range senders {
+		if h := g.Node(name); h == nil || len(h.Ifaces) != 1 || h.Ifaces[0].Peer.Node != hr.Ifaces[0].Peer.Node {
+			return nil, errNoModel
+		}
+	}
+	if len(senders) == 0 || len(hr.Ifaces) != 1 {
+		return nil, errNoModel
+	}
+	hs := g.Node(senders[0]).Ifaces[0]
+	gs.receiver, gs.sender = rx, senders[0]
+	gs.path = hs.Wire().Delay + hr.Ifaces[0].Peer.Wire().Delay
+	gs.rtt = gs.path + hr.Ifaces[0].Wire().Delay + hs.Peer.Wire().Delay
+	gs.links = serialisingLinks(g, rx, senders[0])
+	return gs, nil
+}
+
+// least bisects the model, as the search bisects trials, for the least
+// rate in cfg's bracket at which scheme name with weights w meets every
+// SLO, to a quarter of the search's tolerance.
+func (gs *guesser) least(ctx context.Context, name string, w []int, cfg search.Config) (float64, bool, error) {
+	t0 := time.Now()
+	mc := search.Config{Lo: cfg.Lo, Hi: cfg.Hi, Tolerance: cfg.Tolerance / 4, Candidates: [][]int{w}}
+	res, err := search.Least(ctx, mc, func(ctx context.Context, p search.Probe) (search.Outcome, error) {
+		return gs.judge(ctx, name, p)
+	}, nil)
+	if err != nil {
+		return 0, false, err
+	}
+	ws := ""
+	if len(w) > 0 {
+		ws = " weights " + weightsText(w, ":")
+	}
+	if res.Met {
+		gs.progress("search %s%s: the model's first guess is %s (%d model runs, %s)\n", name, ws, mbit(res.RateBPS),
+			len(res.Steps)*len(gs.schedules), time.Since(t0).Round(time.Millisecond))
+	} else {
+		gs.progress("search %s%s: the model meets nowhere up to %s; plain bisection\n", name, ws, mbit(cfg.Hi))
+	}
+	return res.RateBPS, res.Met, nil
+}
+
+// judge runs the model over every trial's messages at probe p and judges
+// them as a probe's trials are judged (outcomeOf).
+func (gs *guesser) judge(ctx context.Context, name string, p search.Probe) (search.Outcome, error) {
+	spec := gs.spec
+	pt := Point{Scheme: name, Load: spec.Traffic.Load, Traffic: "search", Weights: p.Weights}
+	port, bandOf, err := gs.port(spec.schemeAt(pt))
+	if err != nil {
+		return search.Outcome{}, err
+	}
+	port.RateBPS = p.RateBPS
+	snd := fluid.DCTCP(gs.rtt, spec.graph.Node(gs.sender).Ifaces[0].Link.MTU)
+	metas := spec.ClassMetas(Point{Load: spec.Traffic.Load, Rate: probeRate(p.RateBPS)})
+	var trials []*report.TrialSummary
+	incomplete := 0
+	for _, sched := range gs.schedules {
+		if err := ctx.Err(); err != nil {
+			return search.Outcome{}, err
+		}
+		set, err := gs.model(port, bandOf, snd, sched)
+		if err != nil {
+			return search.Outcome{}, err
+		}
+		t, err := report.SummarizeFlows(set, report.Meta{BottleneckBPS: p.RateBPS, UnloadedRTTNS: int64(gs.rtt),
+			PathLinks: gs.links, Classes: metas})
+		if err != nil {
+			return search.Outcome{}, err
+		}
+		incomplete += t.Fidelity.IncompleteFlows
+		trials = append(trials, t)
+	}
+	o := outcomeOf(report.ClassVerdicts(trials))
+	o.Trials, o.Incomplete = len(trials), incomplete
+	o.Met = o.Met && incomplete == 0
+	return o, nil
+}
+
+// model runs one schedule's messages to the receiver through the fluid
+// model and returns them as records.
+func (gs *guesser) model(port fluid.Port, bandOf [8]uint8, snd fluid.Sender, sched *Schedule) (*transport.Set, error) {
+	var msgs []transport.Message
+	var flows []fluid.Flow
+	for i := range sched.Len() {
+		m := sched.Message(i)
+		if m.Dst != gs.receiver {
+			continue
+		}
+		band := int(bandOf[m.DSCP>>3])
+		msgs = append(msgs, m)
+		flows = append(flows, fluid.Flow{StartNS: m.TimeNS, Size: m.Size, Band: band})
+	}
+	fct, err := fluid.Run(port, snd, gs.path, flows, gs.spec.Duration+gs.spec.drainTime())
+	if err != nil {
+		return nil, err
+	}
+	set := &transport.Set{}
+	for i, m := range msgs {
+		f := transport.Flow{ID: m.ID, Pattern: m.Pattern, Src: m.Src, Dst: m.Dst, Size: m.Size, DSCP: m.DSCP, Class: m.Class,
+			StartNS: m.TimeNS, EndNS: m.TimeNS - 1}
+		if fct[i] >= 0 {
+			f.Bytes, f.EndNS = m.Size, m.TimeNS+int64(fct[i])
+		}
+		set.Flows = append(set.Flows, f)
+	}
+	return set, nil
+}
+
+// port is the model of the receiver's switch port under scheme sc: its
+// bands, their service and the backlog at which its senders slow down
+// (the ECN threshold, or without marking the buffer), and how DSCP class
+// selectors map to its bands.
+func (gs *guesser) port(sc Scheme) (fluid.Port, [8]uint8, error) {
+	lab := gs.spec.labFor(sc, Point{}, "")
+	g, err := lab.Resolve()
+	if err != nil {
+		return fluid.Port{}, [8]uint8{}, err
+	}
+	i := g.Node(gs.receiver).Ifaces[0].Peer
+	p, err := lab.Port(i)
+	if err != nil {
+		return fluid.Port{}, [8]uint8{}, err
+	}
+	if p.NDP != nil || p.Phantom != nil {
+		return fluid.Port{}, [8]uint8{}, errors.New("the model has no NDP ports or phantom queues")
+	}
+	threshold := float64(p.Buffer.BytesAt(p.MTU))
+	if p.ECN != nil {
+		threshold = float64(p.ECN.Threshold)
+	}
+	fp := fluid.Port{RateBPS: float64(p.Rate), Bands: max(p.Bands, 1), Weights: p.Weights, Fair: p.Buckets > 0, Threshold: threshold}
+	bandOf := p.BandOf
+	if fp.Bands == 1 {
+		bandOf = [8]uint8{}
+	}
+	return fp, bandOf, nil
+}
+
+// ModelAnswer is one scheme's capacity by the model alone.
+type ModelAnswer struct {
+	Scheme  string
+	Guesses []search.Guess // per weight candidate (one, unweighted, for other schemes)
+}
+
+// ModelCapacity answers spec's search with the fluid model alone, in
+// seconds and without a lab: per scheme and weight candidate, the least
+// rate in the search's bracket at which the model meets every SLO over
+// the messages the search's trials carry with base seed seed (the same
+// first guesses search.first_guess starts from). It is SWP's own use of
+// its model (§3); fabric's emulated search is what checks it.
+func ModelCapacity(ctx context.Context, spec *Spec, seed uint64, progress io.Writer) ([]ModelAnswer, error) {
+	if spec.Search == nil {
+		return nil, errors.New("experiment " + spec.Name + " has no search section")
+	}
+	if seed == 0 {
+		seed = max(spec.Seed, 1)
+	}
+	gs, err := newGuesser(spec, seed, func(format string, args ...any) { fmt.Fprintf(progress, format, args...) })
+	if err != nil {
+		return nil, err
+	}
+	var out []ModelAnswer
+	for _, name := range spec.sweptSchemes() {
+		cfg := spec.searchConfig(name)
+		a := ModelAnswer{Scheme: name}
+		for _, w := range orNil(cfg.Candidates) {
+			r, ok, err := gs.least(ctx, name, w, cfg)
+			if err != nil {
+				return out, err
+			}
+			a.Guesses = append(a.Guesses, search.Guess{Weights: w, RateBPS: r, OK: ok})
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// orNil is candidates, or one nil candidate (an unweighted scheme's).
+func orNil(candidates [][]int) [][]int {
+	if len(candidates) == 0 {
+		return [][]int{nil}
+	}
+	return candidates
+}
+
+// ModelMarkdown is ModelCapacity's answers as a table.
+func ModelMarkdown(spec *Spec, answers []ModelAnswer) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## Capacity by the model alone\n\nSWP's fluid model of the bottleneck (no lab): per scheme, the least rate in "+
+		"[%s, %s] at which the model meets every SLO over the search's %d trial(s) of messages. A guess to check with the "+
+		"emulated search, not a result.\n\n| scheme | least rate by the model |\n|---|---|\n", spec.Search.Rate.Min, spec.Search.Rate.Max, spec.Trials)
+	for _, a := range answers {
+		fmt.Fprintf(&b, "| %s | %s |\n", a.Scheme, guessesText(a.Guesses, spec.Search.Rate.Max.String()))
+	}
+	return b.String()
+}
