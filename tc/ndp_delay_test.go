@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -59,7 +57,7 @@ func testTrimmedChecksums(t *testing.T, name, delay string) {
 	rx := lab.Graph.Node("h0")
 	sink := tctest.ListenUDP(t, lab, "h0", 7000)
 	capture := tctest.CaptureIn(t, lab, "h0", rx.Ifaces[0].Name)
-	errorsBefore := csumErrors(t, lab, "h0")
+	errorsBefore := tctest.UDPCounter(t, lab, "h0", "InCsumErrors")
 
 	var wg sync.WaitGroup
 	for _, from := range []string{"h1", "h2"} {
@@ -90,7 +88,7 @@ func testTrimmedChecksums(t *testing.T, name, delay string) {
 			t.Errorf("trimmed frame %d: checksum not ready %v, %v", trimmed, f.CsumNotReady, err)
 		}
 	}
-	csumErrs := csumErrors(t, lab, "h0") - errorsBefore
+	csumErrs := tctest.UDPCounter(t, lab, "h0", "InCsumErrors") - errorsBefore
 	t.Logf("delay %s: h0 captured %d NDP frames, %d trimmed (%d with a bad UDP checksum); its socket received %d; UDP InCsumErrors +%d",
 		delay, ndp, trimmed, bad, received, csumErrs)
 	if trimmed == 0 {
@@ -99,42 +97,4 @@ func testTrimmedChecksums(t *testing.T, name, delay string) {
 	if received != ndp || csumErrs != 0 {
 		t.Errorf("h0's socket received %d of the %d NDP frames that arrived; %d checksum errors", received, ndp, csumErrs)
 	}
-}
-
-// csumErrors is a host's UDP InCsumErrors (/proc/net/snmp in its namespace).
-func csumErrors(t *testing.T, ns tctest.Namespaces, host string) int {
-	t.Helper()
-	var n int
-	err := ns.Do(host, func() error {
-		// thread-self: the namespace of this (locked) thread, not of the
-		// process's first thread.
-		b, err := os.ReadFile("/proc/thread-self/net/snmp")
-		if err != nil {
-			return err
-		}
-		n, err = snmpField(string(b), "Udp:", "InCsumErrors")
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-// snmpField reads one counter of /proc/net/snmp, whose protocols each have
-// a line of names followed by a line of values.
-func snmpField(snmp, proto, field string) (int, error) {
-	lines := strings.Split(snmp, "\n")
-	for i := 0; i+1 < len(lines); i++ {
-		if !strings.HasPrefix(lines[i], proto) || !strings.HasPrefix(lines[i+1], proto) {
-			continue
-		}
-		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
-		for j, name := range names {
-			if name == field && j < len(values) {
-				return strconv.Atoi(values[j])
-			}
-		}
-	}
-	return 0, fmt.Errorf("no %s %s in /proc/net/snmp", proto, field)
 }

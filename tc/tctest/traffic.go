@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -189,7 +192,7 @@ func ListenUDP(t testing.TB, ns Namespaces, host string, port int) *UDPSink {
 			serr = errors.Join(
 				unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_RECVTOS, 1),
 				unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1),
-				unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 8<<20))
+				receiveBuffer(int(fd), 8<<20))
 		})
 		return errors.Join(err, serr)
 	})
@@ -350,4 +353,55 @@ func monotonic() int64 {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return ts.Nano()
+}
+
+// receiveBuffer sets a socket's receive buffer to n bytes: past
+// net.core.rmem_max when the caller may (SO_RCVBUFFORCE, as root), since
+// the default maximum (208 KB, about 270 small datagrams) overflows when a
+// sink's reader waits a few milliseconds for a CPU.
+func receiveBuffer(fd, n int) error {
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n); err == nil {
+		return nil
+	}
+	return unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, n)
+}
+
+// UDPCounter is one of host's UDP counters (the Udp lines of
+// /proc/net/snmp in its namespace), such as InCsumErrors or RcvbufErrors
+// (datagrams a full socket buffer dropped).
+func UDPCounter(t testing.TB, ns Namespaces, host, field string) int {
+	t.Helper()
+	var n int
+	err := ns.Do(host, func() error {
+		// thread-self: the namespace of this (locked) thread, not of the
+		// process's first thread.
+		b, err := os.ReadFile("/proc/thread-self/net/snmp")
+		if err != nil {
+			return err
+		}
+		n, err = snmpField(string(b), "Udp:", field)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// snmpField reads one counter of /proc/net/snmp, whose protocols each have
+// a line of names followed by a line of values.
+func snmpField(snmp, proto, field string) (int, error) {
+	lines := strings.Split(snmp, "\n")
+	for i := 0; i+1 < len(lines); i++ {
+		if !strings.HasPrefix(lines[i], proto) || !strings.HasPrefix(lines[i+1], proto) {
+			continue
+		}
+		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		for j, name := range names {
+			if name == field && j < len(values) {
+				return strconv.Atoi(values[j])
+			}
+		}
+	}
+	return 0, fmt.Errorf("no %s %s in /proc/net/snmp", proto, field)
 }
