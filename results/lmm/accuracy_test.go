@@ -279,7 +279,13 @@ type evaluation struct {
 // means the machine stalled the port's timer (HTB credits at most B back,
 // so a long stall shifts the rest of the burst). The burst is re-phased from
 // that packet on; stalls are counted, logged and bounded so they cannot hide
-// a wrong measurement.
+// a wrong measurement. The credit a stall leaves is spent at once: the
+// first floor(B/1514)+1 frames after it leave back to back, as at a burst's
+// start (in CI on 2026-11-28 the five frames after a 1.2 ms stall had
+// residuals of 715, 599, 479, 360 and 240 µs, one frame time apart: they
+// left together, not a frame time apart as predicted). Those catch-up
+// departures are counted and left out of the fit and the residuals; the
+// rate-limited ones after them are checked as any others.
 func evaluate(ms []match, fs stats.Summary, burstBytes int, crit criteria) evaluation {
 	var ev evaluation
 	logf := func(f string, a ...any) { ev.log = append(ev.log, fmt.Sprintf(f, a...)) }
@@ -288,6 +294,7 @@ func evaluate(ms []match, fs stats.Summary, burstBytes int, crit criteria) evalu
 	var (
 		residuals       []float64
 		stalls, outside int
+		catchUp         int
 		maxQueued       float64
 	)
 	for _, b := range splitBursts(ms) {
@@ -301,7 +308,7 @@ func evaluate(ms []match, fs stats.Summary, burstBytes int, crit criteria) evalu
 				failf("burst-start packet %d: latency %.1f µs > floor p99 + one frame %.1f µs", i, l/1e3, (fs.P99+serialization)/1e3)
 			}
 		}
-		segStart := free
+		segStart, afterStall := free, false
 		for i := free + 1; i <= len(b); i++ {
 			if i < len(b) && float64(b[i].out-b[i-1].out) <= 2*serialization {
 				continue
@@ -310,29 +317,37 @@ func evaluate(ms []match, fs stats.Summary, burstBytes int, crit criteria) evalu
 				stalls++
 				logf("stall: departure gap %.1f µs before departure %d", float64(b[i].out-b[i-1].out)/1e3, i)
 			}
-			seg := b[segStart:i]
+			seg, first := b[segStart:i], segStart
+			if afterStall { // the stall's credit, spent at once
+				n := min(free, len(seg))
+				catchUp += n
+				seg, first = seg[n:], first+n
+			}
+			segStart, afterStall = i, true
+			if len(seg) == 0 {
+				continue
+			}
 			offsets := make([]float64, len(seg))
 			for k, m := range seg {
-				offsets[k] = float64(m.out) - float64(segStart+k)*serialization
+				offsets[k] = float64(m.out) - float64(first+k)*serialization
 			}
 			phase := stats.Summarize(offsets).P50
 			for k, m := range seg {
-				predicted := phase + float64(segStart+k)*serialization - float64(m.in)
+				predicted := phase + float64(first+k)*serialization - float64(m.in)
 				measured := float64(m.out - m.in)
 				residual := measured - predicted
 				allowed := 15e3 + 0.05*predicted
 				if math.Abs(residual) > allowed {
 					outside++
 					logf("departure %d: measured %.1f µs, predicted %.1f µs, residual %.1f µs > allowed %.1f µs",
-						segStart+k, measured/1e3, predicted/1e3, residual/1e3, allowed/1e3)
+						first+k, measured/1e3, predicted/1e3, residual/1e3, allowed/1e3)
 					if crit.oneFrameCap && math.Abs(residual) > allowed+serialization {
-						failf("departure %d: residual %.1f µs is more than one frame time beyond the tolerance", segStart+k, residual/1e3)
+						failf("departure %d: residual %.1f µs is more than one frame time beyond the tolerance", first+k, residual/1e3)
 					}
 				}
 				residuals = append(residuals, residual)
 				maxQueued = math.Max(maxQueued, predicted)
 			}
-			segStart = i
 		}
 	}
 	checked := len(residuals)
@@ -359,8 +374,8 @@ func evaluate(ms []match, fs stats.Summary, burstBytes int, crit criteria) evalu
 	if crit.medianWithin > 0 && math.Abs(rs.P50) > crit.medianWithin {
 		failf("median residual %.2f µs beyond ±%.0f µs", rs.P50/1e3, crit.medianWithin/1e3)
 	}
-	logf("%d departures checked, deepest predicted latency %.1f µs (%.1f frames); %d outside 15 µs + 5%%; %d timer stalls",
-		checked, maxQueued/1e3, maxQueued/serialization, outside, stalls)
+	logf("%d departures checked, deepest predicted latency %.1f µs (%.1f frames); %d outside 15 µs + 5%%; %d timer stalls, "+
+		"after which %d catch-up departures were not checked", checked, maxQueued/1e3, maxQueued/serialization, outside, stalls, catchUp)
 	logf("residuals (measured - predicted): min %.2f µs, p50 %.2f µs, mean %.2f µs, p99 %.2f µs, max %.2f µs",
 		rs.Min/1e3, rs.P50/1e3, rs.Mean/1e3, rs.P99/1e3, rs.Max/1e3)
 	return ev
