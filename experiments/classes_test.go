@@ -184,6 +184,8 @@ func TestBadClassesNameFileAndLine(t *testing.T) {
 		{"search tolerance", "max: 20Mbit}", "max: 20Mbit}, tolerance: 1.5", 28, "search.tolerance: want a relative resolution", searchExperiment},
 		{"search budget below one probe", "max: 20Mbit}", "max: 20Mbit}, max_trials: -1", 28, "search.max_trials", searchExperiment},
 		{"search with an unknown first guess", "max: 20Mbit}", "max: 20Mbit}, first_guess: oracle", 28, `search.first_guess: want "model"`, searchExperiment},
+		{"model guess of another transport", "max: 20Mbit}", "max: 20Mbit}, first_guess: model", 28, "search.first_guess: scheme w: the model is of fabric's tcp transport",
+			strings.Replace(searchExperiment, "w: {cc: dctcp,", "w: {transport: homa,", 1)},
 		{"model guess off a star", "max: 20Mbit}", "max: 20Mbit}, first_guess: model", 28, "search.first_guess: the model needs a star",
 			strings.Replace(searchExperiment, "{kind: star, hosts: 5}", "{kind: leafspine, leaves: 2, spines: 1, hosts_per_leaf: 3}", 1)},
 		{"negative reruns", "load: [0.2, 0.5]}\n", "load: [0.2, 0.5]}\nreruns: -1\n", 27, "reruns: want 0 or more, got -1", ""},

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"strings"
 	"time"
 
 	"github.com/fabric-emu/fabric/experiments/fluid"
 	"github.com/fabric-emu/fabric/experiments/search"
 	"github.com/fabric-emu/fabric/hosts/transport"
+	"github.com/fabric-emu/fabric/hosts/transport/tcp"
 	"github.com/fabric-emu/fabric/results/report"
 )
 
@@ -29,6 +31,7 @@ var errNoModel = errors.New("the model needs a star: every sender and the receiv
 type guesser struct {
 	spec      *Spec
 	schedules []*Schedule
+	seeds     []uint64 // the schedules' trial seeds
 	receiver  string
 	sender    string
 	path      time.Duration // the path's delay outside the queue: to it, and from it to the receiver
@@ -43,11 +46,12 @@ func newGuesser(spec *Spec, seed uint64, progress func(string, ...any)) (*guesse
 	g := spec.graph
 	gs := &guesser{spec: spec, progress: progress}
 	for n := 1; n <= spec.Trials; n++ {
-		sched, err := spec.Schedule(g, Point{Load: spec.Traffic.Load, Traffic: "search"}, TrialSeed(seed, "search", n))
+		ts := TrialSeed(seed, "search", n)
+		sched, err := spec.Schedule(g, Point{Load: spec.Traffic.Load, Traffic: "search"}, ts)
 		if err != nil {
 			return nil, err
 		}
-		gs.schedules = append(gs.schedules, sched)
+		gs.schedules, gs.seeds = append(gs.schedules, sched), append(gs.seeds, ts)
 	}
 	senders, rx := spec.bottleneck(g, gs.schedules[0])
 	hr := g.Node(rx)
@@ -97,7 +101,12 @@ func (gs *guesser) least(ctx context.Context, name string, w []int, cfg search.C
 func (gs *guesser) judge(ctx context.Context, name string, p search.Probe) (search.Outcome, error) {
 	spec := gs.spec
 	pt := Point{Scheme: name, Load: spec.Traffic.Load, Traffic: "search", Weights: p.Weights}
-	port, bandOf, err := gs.port(spec.schemeAt(pt))
+	sc := spec.schemeAt(pt)
+	port, bandOf, err := gs.port(sc)
+	if err != nil {
+		return search.Outcome{}, err
+	}
+	pool, err := connsOf(sc)
 	if err != nil {
 		return search.Outcome{}, err
 	}
@@ -106,11 +115,11 @@ func (gs *guesser) judge(ctx context.Context, name string, p search.Probe) (sear
 	metas := spec.ClassMetas(Point{Load: spec.Traffic.Load, Rate: probeRate(p.RateBPS)})
 	var trials []*report.TrialSummary
 	incomplete := 0
-	for _, sched := range gs.schedules {
+	for n, sched := range gs.schedules {
 		if err := ctx.Err(); err != nil {
 			return search.Outcome{}, err
 		}
-		set, err := gs.model(port, bandOf, snd, sched)
+		set, err := gs.model(port, bandOf, pool, sc.DSCP, snd, sched, gs.seeds[n])
 		if err != nil {
 			return search.Outcome{}, err
 		}
@@ -130,17 +139,32 @@ func (gs *guesser) judge(ctx context.Context, name string, p search.Probe) (sear
 
 // model runs one schedule's messages to the receiver through the fluid
 // model and returns them as records.
-func (gs *guesser) model(port fluid.Port, bandOf [8]uint8, snd fluid.Sender, sched *Schedule) (*transport.Set, error) {
+// Each message rides a connection of its sender's pool for its code
+// point, drawn at random as the tcp transport draws it (hosts/transport/tcp):
+// pool connections per sender and DSCP, the scheme's size classes giving
+// a code point to messages the schedule gives none.
+func (gs *guesser) model(port fluid.Port, bandOf [8]uint8, pool int, sizes []transport.SizeClass, snd fluid.Sender,
+	sched *Schedule, seed uint64) (*transport.Set, error) {
 	var msgs []transport.Message
 	var flows []fluid.Flow
+	pools := map[string]int{} // sender and code point → the first of its pool's connection numbers
+	pick := rand.New(rand.NewPCG(seed, 1))
 	for i := range sched.Len() {
 		m := sched.Message(i)
 		if m.Dst != gs.receiver {
 			continue
 		}
-		band := int(bandOf[m.DSCP>>3])
+		if m.DSCP == 0 && len(sizes) > 0 {
+			m.DSCP = uint8(transport.DSCPPolicy{Classes: sizes}.For(m.Size))
+		}
+		key := fmt.Sprintf("%s/%d", m.Src, m.DSCP)
+		first, ok := pools[key]
+		if !ok {
+			first = 1 + len(pools)*pool
+			pools[key] = first
+		}
 		msgs = append(msgs, m)
-		flows = append(flows, fluid.Flow{StartNS: m.TimeNS, Size: m.Size, Band: band})
+		flows = append(flows, fluid.Flow{StartNS: m.TimeNS, Size: m.Size, Band: int(bandOf[m.DSCP>>3]), Conn: first + pick.IntN(pool)})
 	}
 	fct, err := fluid.Run(port, snd, gs.path, flows, gs.spec.Duration+gs.spec.drainTime())
 	if err != nil {
@@ -245,4 +269,21 @@ func ModelMarkdown(spec *Spec, answers []ModelAnswer) string {
 		fmt.Fprintf(&b, "| %s | %s |\n", a.Scheme, guessesText(a.Guesses, spec.Search.Rate.Max.String()))
 	}
 	return b.String()
+}
+
+// connsOf is how many connections the tcp transport of scheme sc keeps
+// per destination and code point (args.conns).
+func connsOf(sc Scheme) (int, error) {
+	if !sc.Transport.IsTCP() {
+		return 0, errors.New("the model is of fabric's tcp transport")
+	}
+	switch v := sc.Args["conns"].(type) {
+	case nil:
+		return tcp.DefaultConns, nil
+	case int:
+		if v > 0 {
+			return v, nil
+		}
+	}
+	return 0, fmt.Errorf("args.conns %v: want a positive number of connections", sc.Args["conns"])
 }

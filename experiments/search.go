@@ -490,6 +490,17 @@ func (s *Spec) validateSearch(path string, q *SearchSpec, sweep Sweep) error {
 	case q.FirstGuess != "" && len(s.graph.Switches()) != 1:
 		return f("first_guess", "%v; this lab has %d switches", errNoModel, len(s.graph.Switches()))
 	}
+	if q.FirstGuess != "" {
+		names := []string(sweep.Scheme)
+		if len(names) == 0 || len(names) == 1 && names[0] == "all" {
+			names = s.SchemeOrder
+		}
+		for _, name := range names {
+			if _, err := connsOf(s.Schemes[name]); err != nil {
+				return f("first_guess", "scheme %s: %v", name, err)
+			}
+		}
+	}
 	if offered := s.OfferedLoad(Point{Load: s.Traffic.Load}) * s.labRateBPS(); offered >= float64(q.Rate.Max) {
 		return f("rate.max", "the classes offer %s; no rate up to %v can meet a slowdown SLO", mbit(offered), q.Rate.Max)
 	}

@@ -15,7 +15,13 @@
 //     share going to the busy ones (eq. 8–10). Within a band bytes leave
 //     in arrival order, or, with Fair, every backlogged flow of the band
 //     gets an equal share (fair queueing within the class).
-//   - A new flow is uncontrolled for one round trip: it sends its first
+//   - The unit of congestion control is a connection, which may carry
+//     many messages one after another (Flow.Conn): a message waits for
+//     those before it on its connection, and a connection that has sent
+//     before resumes at the rate it had (Linux with
+//     tcp_slow_start_after_idle off keeps its window), not from the
+//     initial window. §4 has one flow per message.
+//   - A new connection is uncontrolled for one round trip: it sends its first
 //     InitialWindow bytes (or all of it, if smaller) at the line rate,
 //     then waits for feedback (eq. 2 and 3 with r_init·2τ the window).
 //     Kernel TCP's window is 10 segments, not §4's bandwidth-delay
@@ -34,6 +40,7 @@
 package fluid
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -45,6 +52,12 @@ type Flow struct {
 	StartNS int64 // when it is scheduled to start
 	Size    int64 // application bytes
 	Band    int   // the port's band its packets are classified into
+	// Conn is the connection that carries it: messages with the same
+	// Conn (> 0) share one byte stream, in order of start, and its
+	// congestion state, as fabric's tcp transport pipelines messages on a
+	// pool of persistent connections; 0 is a connection of the message's
+	// own.
+	Conn int
 }
 
 // Port is the bottleneck's service.
@@ -98,9 +111,10 @@ func DCTCP(rtt time.Duration, mtu int) Sender {
 
 // Run models flows (in any order) through port and returns, per flow,
 // its one-way completion time: from its start to its last byte at the
-// receiver, toReceiver after the bottleneck. A flow still unfinished at
-// horizon gets -1.
-func Run(port Port, snd Sender, toReceiver time.Duration, flows []Flow, horizon time.Duration) ([]time.Duration, error) {
+// receiver, path after the bottleneck (the path's delay outside the
+// queue: a fixed delay before the queue shifts every flow alike). A flow
+// still unfinished at horizon gets -1.
+func Run(port Port, snd Sender, path time.Duration, flows []Flow, horizon time.Duration) ([]time.Duration, error) {
 	if port.RateBPS <= 0 || port.Bands < 1 || (len(port.Weights) > 0 && len(port.Weights) != port.Bands) {
 		return nil, fmt.Errorf("fluid: bad port %+v", port)
 	}
@@ -112,30 +126,37 @@ func Run(port Port, snd Sender, toReceiver time.Duration, flows []Flow, horizon 
 	m := newModel(port, snd, flows)
 	m.run(int64(horizon))
 	out := make([]time.Duration, len(flows))
-	for i, f := range m.flows {
+	for i, end := range m.ends {
 		out[i] = -1
-		if f.endNS >= 0 {
-			out[i] = time.Duration(f.endNS-flows[i].StartNS) + toReceiver
+		if end >= 0 {
+			out[i] = time.Duration(end-flows[i].StartNS) + path
 		}
 	}
 	return out, nil
 }
 
-// flowState is one flow in the model.
-type flowState struct {
-	startNS  int64
-	band     int
-	size     float64 // wire bytes
-	unsent   float64
-	queued   float64 // bytes in the bottleneck's queue
-	rate     float64 // actual sending rate, bytes/s
-	endNS    int64   // when its last byte left the bottleneck; -1 until then
-	admitted bool
+// conn is one connection in the model: a byte stream with its rate.
+type conn struct {
+	band               int
+	unsent, queued     float64 // bytes not yet sent, and in the bottleneck's queue
+	delivered, written float64 // bytes past the bottleneck, and ever given to it
+	rate               float64 // actual sending rate, bytes/s
+	uncontrolledUntil  float64 // end of the first round trip (s); 0 before first use
+	window             float64 // initial window still to send in it
+	pending            []pendingMsg
+	active             bool
 }
 
-// chunk is bytes of one flow, queued in arrival order.
+// pendingMsg is a message on a connection: done when the connection has
+// delivered end bytes.
+type pendingMsg struct {
+	flow int
+	end  float64
+}
+
+// chunk is bytes of one connection, queued in arrival order.
 type chunk struct {
-	flow  int
+	conn  int
 	bytes float64
 }
 
@@ -143,20 +164,24 @@ type chunk struct {
 type model struct {
 	port         Port
 	snd          Sender
-	flows        []flowState
-	order        []int // flows by start
+	flows        []Flow
+	wire         []float64 // flows' wire bytes
+	connOf       []int     // flows' connections
+	conns        []conn
+	ends         []int64 // per flow: when its last byte left the bottleneck; -1 until then
+	order        []int   // flows by start
 	dt, rtt      float64
 	capacity     float64 // bytes/s
 	queues       [][]chunk
 	backlog      []float64
-	hist         [][]signal // per step, per band: a ring of RTT's length
-	lag          int        // steps in an RTT
-	active       []int
-	controlled   []int // per band, now
+	hist         [][]signal // a ring of a round trip's steps, per band
+	lag          int        // steps in a round trip
+	active       []int      // connections with bytes unsent or queued
+	controlled   []int      // per band, now
 	bandCapacity []float64
 }
 
-// signal is what a band's senders see of it, one RTT later.
+// signal is what a band's senders see of it, a round trip later.
 type signal struct {
 	backlog, capacity float64
 	controlled        int
@@ -168,9 +193,9 @@ func newModel(port Port, snd Sender, flows []Flow) *model {
 	// without delay lines the feedback loop still takes that long.
 	rtt := max(snd.RTT.Seconds(), 2*1514/capacity)
 	// Steps of a 32nd of the round trip resolve the uncontrolled phase
-	// and the lag; no step need be shorter than a frame's time.
+	// and the lag; no step need be shorter than a quarter frame's time.
 	dt := max(rtt/32, 1514/capacity/4)
-	m := &model{port: port, snd: snd, dt: dt, rtt: rtt, capacity: capacity,
+	m := &model{port: port, snd: snd, flows: flows, dt: dt, rtt: rtt, capacity: capacity,
 		queues: make([][]chunk, port.Bands), backlog: make([]float64, port.Bands),
 		controlled: make([]int, port.Bands), bandCapacity: make([]float64, port.Bands)}
 	m.lag = max(int(math.Round(rtt/dt)), 1)
@@ -180,12 +205,22 @@ func newModel(port Port, snd Sender, flows []Flow) *model {
 	}
 	m.forget()
 	wf := max(snd.WireFactor, 1)
+	named := map[int]int{}
 	for i, f := range flows {
-		size := float64(f.Size) * wf
-		m.flows = append(m.flows, flowState{startNS: f.StartNS, band: f.Band, size: size, unsent: size, endNS: -1})
+		m.wire = append(m.wire, float64(f.Size)*wf)
+		m.ends = append(m.ends, -1)
 		m.order = append(m.order, i)
+		c, ok := named[f.Conn]
+		if f.Conn == 0 || !ok {
+			c = len(m.conns)
+			m.conns = append(m.conns, conn{band: f.Band})
+			if f.Conn != 0 {
+				named[f.Conn] = c
+			}
+		}
+		m.connOf = append(m.connOf, c)
 	}
-	slices.SortStableFunc(m.order, func(a, b int) int { return int(flows[a].StartNS - flows[b].StartNS) })
+	slices.SortStableFunc(m.order, func(a, b int) int { return cmp.Compare(flows[a].StartNS, flows[b].StartNS) })
 	return m
 }
 
@@ -195,7 +230,7 @@ func (m *model) run(horizonNS int64) {
 	for t := 0.0; ; t += m.dt {
 		tNS := int64(t * 1e9)
 		if len(m.active) == 0 && next < len(m.order) { // idle: skip to the next start
-			if gap := float64(m.flows[m.order[next]].startNS)/1e9 - t; gap > m.dt {
+			if gap := float64(m.flows[m.order[next]].StartNS)/1e9 - t; gap > m.dt {
 				t += math.Floor(gap/m.dt) * m.dt
 				tNS = int64(t * 1e9)
 				m.forget()
@@ -204,10 +239,8 @@ func (m *model) run(horizonNS int64) {
 		if tNS > horizonNS || (next == len(m.order) && len(m.active) == 0) {
 			return
 		}
-		for next < len(m.order) && m.flows[m.order[next]].startNS <= tNS {
-			i := m.order[next]
-			m.flows[i].admitted = true
-			m.active = append(m.active, i)
+		for next < len(m.order) && m.flows[m.order[next]].StartNS <= tNS {
+			m.admit(m.order[next], t)
 			next++
 		}
 		seen := m.hist[step%m.lag] // a round trip ago (the ring's oldest)
@@ -222,6 +255,27 @@ func (m *model) run(horizonNS int64) {
 	}
 }
 
+// admit puts flow i's bytes on its connection at time t; a connection
+// used for the first time starts its uncontrolled round trip.
+func (m *model) admit(i int, t float64) {
+	ci := m.connOf[i]
+	c := &m.conns[ci]
+	switch {
+	case c.uncontrolledUntil == 0: // first use: the initial window
+		c.uncontrolledUntil, c.window = t+m.rtt, m.snd.InitialWindow
+		c.rate = m.snd.InitialWindow / m.rtt // what the window amounts to: where the control starts
+	case !c.active: // idle since it last sent: the window it kept goes out at once
+		c.uncontrolledUntil, c.window = t+m.rtt, max(c.rate*m.rtt, m.snd.InitialWindow)
+	}
+	c.unsent += m.wire[i]
+	c.written += m.wire[i]
+	c.pending = append(c.pending, pendingMsg{flow: i, end: c.written})
+	if !c.active {
+		c.active = true
+		m.active = append(m.active, ci)
+	}
+}
+
 // forget makes every remembered signal an idle port's, after a skip over
 // idle time.
 func (m *model) forget() {
@@ -232,45 +286,43 @@ func (m *model) forget() {
 	}
 }
 
-// send moves each active flow's bytes for this step into its band.
+// send moves each active connection's bytes for this step into its band.
 func (m *model) send(t float64, seen []signal) {
 	clear(m.controlled)
-	for _, i := range m.active {
-		f := &m.flows[i]
-		if f.unsent <= 0 {
+	for _, ci := range m.active {
+		c := &m.conns[ci]
+		if c.unsent <= 0 {
 			continue
 		}
-		age := t - float64(f.startNS)/1e9
 		var b float64
-		if age < m.rtt {
+		if t < c.uncontrolledUntil {
 			// Uncontrolled (eq. 2 and 3): the initial window goes out at
-			// the line rate, as Linux sends it, and then nothing until
-			// feedback; the window's worth per round trip is the rate the
-			// control starts from.
-			f.rate = m.snd.InitialWindow / m.rtt
-			b = min(m.capacity*m.dt, m.snd.InitialWindow-(f.size-f.unsent), f.unsent)
+			// the line rate, as Linux sends it, then nothing until
+			// feedback.
+			b = min(m.capacity*m.dt, c.window, c.unsent)
+			c.window -= b
 		} else {
-			m.controlled[f.band]++
-			s := seen[f.band]
+			m.controlled[c.band]++
+			s := seen[c.band]
 			ideal := (s.capacity - max(s.backlog-m.port.Threshold, 0)/m.rtt) / float64(max(s.controlled, 1))
 			if s.backlog < m.port.Threshold {
 				ideal += m.snd.Probe / m.rtt
 			}
 			ideal = min(max(ideal, 0), m.capacity)
-			f.rate += (ideal - f.rate) * min(m.dt/(m.snd.Smoothing*m.rtt/2), 1)
-			b = min(f.rate*m.dt, f.unsent)
+			c.rate += (ideal - c.rate) * min(m.dt/(m.snd.Smoothing*m.rtt/2), 1)
+			b = min(c.rate*m.dt, c.unsent)
 		}
 		if b <= 0 {
 			continue
 		}
-		f.unsent -= b
-		f.queued += b
-		m.backlog[f.band] += b
-		q := m.queues[f.band]
-		if n := len(q); n > 0 && q[n-1].flow == i {
+		c.unsent -= b
+		c.queued += b
+		m.backlog[c.band] += b
+		q := m.queues[c.band]
+		if n := len(q); n > 0 && q[n-1].conn == ci {
 			q[n-1].bytes += b
 		} else {
-			m.queues[f.band] = append(q, chunk{flow: i, bytes: b})
+			m.queues[c.band] = append(q, chunk{conn: ci, bytes: b})
 		}
 	}
 }
@@ -339,7 +391,8 @@ func (m *model) drain(k int, budget float64) float64 {
 		b := min(c.bytes, budget-served)
 		c.bytes -= b
 		served += b
-		m.flows[c.flow].queued -= b
+		m.conns[c.conn].queued -= b
+		m.conns[c.conn].delivered += b
 		if c.bytes <= 1e-9 {
 			q = q[1:]
 		}
@@ -349,13 +402,14 @@ func (m *model) drain(k int, budget float64) float64 {
 	return served
 }
 
-// drainFair shares budget equally among band k's backlogged flows.
+// drainFair shares budget equally among band k's backlogged connections
+// (the port hashes flows, that is connections, into its buckets).
 func (m *model) drainFair(k int, budget float64) float64 {
 	served := 0.0
 	for budget-served > 1e-9 {
 		n := 0
-		for _, i := range m.active {
-			if f := &m.flows[i]; f.band == k && f.queued > 1e-9 {
+		for _, ci := range m.active {
+			if c := &m.conns[ci]; c.band == k && c.queued > 1e-9 {
 				n++
 			}
 		}
@@ -363,10 +417,11 @@ func (m *model) drainFair(k int, budget float64) float64 {
 			break
 		}
 		each := (budget - served) / float64(n)
-		for _, i := range m.active {
-			if f := &m.flows[i]; f.band == k && f.queued > 1e-9 {
-				b := min(f.queued, each)
-				f.queued -= b
+		for _, ci := range m.active {
+			if c := &m.conns[ci]; c.band == k && c.queued > 1e-9 {
+				b := min(c.queued, each)
+				c.queued -= b
+				c.delivered += b
 				served += b
 			}
 		}
@@ -376,16 +431,21 @@ func (m *model) drainFair(k int, budget float64) float64 {
 	return served
 }
 
-// finish retires the flows whose last byte has left the bottleneck.
+// finish ends the messages whose last byte has left the bottleneck, and
+// retires connections with nothing left to send.
 func (m *model) finish(tNS int64) {
 	kept := m.active[:0]
-	for _, i := range m.active {
-		f := &m.flows[i]
-		if f.unsent <= 1e-9 && f.queued <= 1e-6 {
-			f.endNS = tNS
+	for _, ci := range m.active {
+		c := &m.conns[ci]
+		for len(c.pending) > 0 && c.pending[0].end <= c.delivered+1e-6 {
+			m.ends[c.pending[0].flow] = tNS
+			c.pending = c.pending[1:]
+		}
+		if len(c.pending) == 0 {
+			c.active, c.unsent, c.queued = false, 0, 0
 			continue
 		}
-		kept = append(kept, i)
+		kept = append(kept, ci)
 	}
 	m.active = kept
 }

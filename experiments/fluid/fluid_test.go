@@ -112,3 +112,27 @@ func TestBadPort(t *testing.T) {
 		t.Error("a flow in band 1 of a one-band port accepted")
 	}
 }
+
+// Messages on one connection wait for the ones before them: a short
+// message behind a long one on its connection finishes after it, where on
+// a connection of its own it does not; and a connection that has sent
+// before resumes at its rate, not from the initial window.
+func TestMessagesShareTheirConnection(t *testing.T) {
+	p := Port{RateBPS: 100 * mbit, Bands: 1, Threshold: 100e3}
+	shared := run(t, p, Flow{Size: 1e6, Conn: 1}, Flow{StartNS: 1e6, Size: 1000, Conn: 1})
+	own := run(t, p, Flow{Size: 1e6, Conn: 1}, Flow{StartNS: 1e6, Size: 1000})
+	t.Logf("1 KB a millisecond after 1 MB: on its connection %v (the 1 MB %v), on its own %v", shared[1], shared[0], own[1])
+	if shared[1]+time.Millisecond < shared[0] || own[1] > 10*time.Millisecond {
+		t.Errorf("1 KB behind 1 MB on one connection finished in %v (the 1 MB in %v); on its own in %v, want under 10 ms",
+			shared[1], shared[0], own[1])
+	}
+	// 100 KB, long after a 1 MB message warmed the connection: no
+	// initial-window round trip (about 7 ms at this rate, against 20 ms
+	// from a cold start's window and its round trip).
+	warm := run(t, p, Flow{Size: 1e6, Conn: 1}, Flow{StartNS: 2e9, Size: 100e3, Conn: 1})[1]
+	cold := run(t, p, Flow{StartNS: 2e9, Size: 100e3})[0]
+	t.Logf("100 KB on a warm connection %v, on a cold one %v", warm, cold)
+	if warm >= cold {
+		t.Errorf("100 KB on a warm connection %v, want below a cold one's %v", warm, cold)
+	}
+}
