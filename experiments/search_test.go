@@ -1,6 +1,8 @@
 package experiments
 
 import (
+	"bytes"
+	"context"
 	"math"
 	"strings"
 	"testing"
@@ -93,5 +95,39 @@ func TestSearchReportFlagsSuspectAnswers(t *testing.T) {
 	clean.Steps[1].Outcome.Unfaithful = 1 // the miss below the answer, w's lower end
 	if md := searchMarkdown(spec, []SchemeSearch{clean}); !strings.Contains(md, "suspect: 1 of the 6 trials") {
 		t.Errorf("a flagged lower end does not reach the answer:\n%s", md)
+	}
+}
+
+// The model alone answers a built-in search in seconds, without a lab:
+// swp/capacity's quick variant (6 s of its three classes) gets a guess for
+// every scheme and weight candidate, and fair queueing within the classes
+// needs no more than the same weights without it, as in every emulated
+// search (README).
+func TestModelCapacityOfABuiltinSearch(t *testing.T) {
+	spec, err := Select("swp/capacity", true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Sweep.Scheme = []string{"dctcp-weights", "dctcp-weights-fq"}
+	q := *spec.Search
+	q.Tolerance = 0.05 // the full search's resolution, not the quick one's 0.99
+	spec.Search = &q
+	var progress bytes.Buffer
+	answers, err := ModelCapacity(context.Background(), spec, 1, &progress)
+	t.Logf("%s", progress.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := ModelMarkdown(spec, answers)
+	t.Logf("%s", md)
+	if len(answers) != 2 || len(answers[0].Guesses) != 1 || len(answers[1].Guesses) != 1 {
+		t.Fatalf("answers %+v, want one guess for each of two schemes", answers)
+	}
+	w, fq := answers[0].Guesses[0], answers[1].Guesses[0]
+	if !w.OK || !fq.OK || fq.RateBPS > w.RateBPS*(1+spec.Search.tolerance()) {
+		t.Errorf("weights %v: %.3g bit/s (ok %v); with fair queueing %.3g (ok %v), want no more", w.Weights, w.RateBPS, w.OK, fq.RateBPS, fq.OK)
+	}
+	if !strings.Contains(md, "dctcp-weights-fq") {
+		t.Errorf("the table does not name the schemes:\n%s", md)
 	}
 }
