@@ -55,13 +55,13 @@ func newGuesser(spec *Spec, seed uint64, progress func(string, ...any)) (*guesse
 	}
 	senders, rx := spec.bottleneck(g, gs.schedules[0])
 	hr := g.Node(rx)
+	if len(senders) == 0 || hr == nil || len(hr.Ifaces) != 1 {
+		return nil, errNoModel
+	}
 	for _, name := range senders {
 		if h := g.Node(name); h == nil || len(h.Ifaces) != 1 || h.Ifaces[0].Peer.Node != hr.Ifaces[0].Peer.Node {
 			return nil, errNoModel
 		}
-	}
-	if len(senders) == 0 || len(hr.Ifaces) != 1 {
-		return nil, errNoModel
 	}
 	hs := g.Node(senders[0]).Ifaces[0]
 	gs.receiver, gs.sender = rx, senders[0]
@@ -111,10 +111,9 @@ func (gs *guesser) judge(ctx context.Context, name string, p search.Probe) (sear
 		return search.Outcome{}, err
 	}
 	port.RateBPS = p.RateBPS
-	snd := fluid.DCTCP(gs.rtt, spec.graph.Node(gs.sender).Ifaces[0].Link.MTU)
+	snd := fluid.LinuxTCP(gs.rtt, spec.graph.Node(gs.sender).Ifaces[0].Link.MTU)
 	metas := spec.ClassMetas(Point{Load: spec.Traffic.Load, Rate: probeRate(p.RateBPS)})
 	var trials []*report.TrialSummary
-	incomplete := 0
 	for n, sched := range gs.schedules {
 		if err := ctx.Err(); err != nil {
 			return search.Outcome{}, err
@@ -128,17 +127,14 @@ func (gs *guesser) judge(ctx context.Context, name string, p search.Probe) (sear
 		if err != nil {
 			return search.Outcome{}, err
 		}
-		incomplete += t.Fidelity.IncompleteFlows
 		trials = append(trials, t)
 	}
-	o := outcomeOf(report.ClassVerdicts(trials))
-	o.Trials, o.Incomplete = len(trials), incomplete
-	o.Met = o.Met && incomplete == 0
-	return o, nil
+	return probeOutcome(trials), nil
 }
 
 // model runs one schedule's messages to the receiver through the fluid
 // model and returns them as records.
+//
 // Each message rides a connection of its sender's pool for its code
 // point, drawn at random as the tcp transport draws it (hosts/transport/tcp):
 // pool connections per sender and DSCP, the scheme's size classes giving

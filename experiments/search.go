@@ -279,15 +279,8 @@ func (s *searcher) judge(name string) search.Judge {
 			trials = append(trials, t)
 			reruns += setAside
 		}
-		o := outcomeOf(report.ClassVerdicts(trials))
-		o.Trials, o.Reruns = s.spec.Trials, reruns
-		for _, t := range trials {
-			o.Incomplete += t.Fidelity.IncompleteFlows
-			if !t.Fidelity.Faithful() {
-				o.Unfaithful++
-			}
-		}
-		o.Met = o.Met && o.Incomplete == 0
+		o := probeOutcome(trials)
+		o.Reruns = reruns
 		s.state.Probes[p.Name] = o
 		fmt.Fprintf(s.opts.Progress, "search %s: %s %s\n", name, p.Rate, verdictText(o))
 		return o, s.save()
@@ -309,6 +302,22 @@ func (s *searcher) probePoint(scheme string, pr search.Probe) Point {
 // probeRate is a probed rate as links are set to it: whole Kbit/s.
 func probeRate(bps float64) units.Rate {
 	return units.Rate(math.Round(bps/float64(units.Kbit))) * units.Kbit
+}
+
+// probeOutcome judges a probe from its trials (emulated, or the model's):
+// the SLO table's verdict, missed when any message never finished, with
+// the trials the fidelity monitor flagged counted.
+func probeOutcome(trials []*report.TrialSummary) search.Outcome {
+	o := outcomeOf(report.ClassVerdicts(trials))
+	o.Trials = len(trials)
+	for _, t := range trials {
+		o.Incomplete += t.Fidelity.IncompleteFlows
+		if !t.Fidelity.Faithful() {
+			o.Unfaithful++
+		}
+	}
+	o.Met = o.Met && o.Incomplete == 0
+	return o
 }
 
 // outcomeOf judges a probe from its classes' SLO cells: met when every

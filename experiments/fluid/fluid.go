@@ -99,11 +99,13 @@ type Sender struct {
 	Probe float64
 }
 
-// DCTCP is SWP-D's setting (Table 2: U = 100 %, β = 0, η = 5.5) with
-// Linux's initial window of 10 segments (RFC 6928), for full-size TCP
-// segments of an MTU of mtu bytes: 52 bytes of IP and TCP headers with
-// timestamps, 14 of Ethernet.
-func DCTCP(rtt time.Duration, mtu int) Sender {
+// LinuxTCP is SWP-D's setting (Table 2: U = 100 %, β = 0, η = 5.5) with
+// Linux's initial window of 10 segments (RFC 6928) and additive increase,
+// for full-size TCP segments of an MTU of mtu bytes: 52 bytes of IP and
+// TCP headers with timestamps, 14 of Ethernet. SWP calibrated it to
+// DCTCP; a loss-based sender is the same model with the port's buffer as
+// its threshold (Port.Threshold), a coarser guess.
+func LinuxTCP(rtt time.Duration, mtu int) Sender {
 	mss := float64(mtu - 52)
 	frame := float64(mtu + 14)
 	return Sender{RTT: rtt, InitialWindow: 10 * frame, Smoothing: 5.5, WireFactor: frame / mss, Probe: frame}

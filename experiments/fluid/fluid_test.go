@@ -10,7 +10,7 @@ const mbit = 1e6
 // lab is 100 Mbit/s with a 10 ms round trip, 5 ms of it after the
 // bottleneck: swp/capacity's star.
 var (
-	snd        = DCTCP(10*time.Millisecond, 1500)
+	snd        = LinuxTCP(10*time.Millisecond, 1500)
 	toReceiver = 5 * time.Millisecond
 )
 
