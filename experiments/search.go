@@ -43,7 +43,8 @@ type SearchSpec struct {
 	Rate      RateRange `yaml:"rate" json:"rate"`
 	Tolerance float64   `yaml:"tolerance,omitempty" json:"tolerance,omitempty"`
 	// MaxTrials bounds each scheme's trials; unset, it is what the
-	// bisection needs for every weight candidate, plus one probe each.
+	// bisection needs for every weight candidate, plus one probe each,
+	// twice that with a first guess.
 	MaxTrials int `yaml:"max_trials,omitempty" json:"max_trials,omitempty"`
 	// Weights are weight vectors tried in place of the queues.weights of
 	// every scheme whose ports give them; unset, each such scheme keeps
@@ -240,7 +241,13 @@ func (s *Spec) searchConfig(name string) search.Config {
 	cfg := search.Config{Lo: max(float64(q.Rate.Min), s.searchFloorBPS()), Hi: float64(q.Rate.Max),
 		Tolerance: q.tolerance(), Candidates: s.weightCandidates(name), MaxTrials: q.MaxTrials}
 	if cfg.MaxTrials == 0 {
-		cfg.MaxTrials = s.Trials * (search.Steps(cfg.Lo, cfg.Hi, cfg.Tolerance) + 1) * max(len(cfg.Candidates), 1)
+		probes := search.Steps(cfg.Lo, cfg.Hi, cfg.Tolerance) + 1
+		if q.FirstGuess != "" {
+			// A walk from a guess far off takes up to about twice the
+			// bisection's steps (search.Config.Guess).
+			probes *= 2
+		}
+		cfg.MaxTrials = s.Trials * probes * max(len(cfg.Candidates), 1)
 	}
 	return cfg
 }

@@ -183,9 +183,17 @@ func (s *state) bisect(ctx context.Context, w []int) error {
 		hi = s.res.RateBPS
 	}
 	met := false
+	// However the search ends, the least rate that met so far is its
+	// answer: a budget spent before the bracket closed still leaves one.
+	defer func() {
+		if met && (!s.res.Met || hi < s.res.RateBPS) {
+			s.res.RateBPS, s.res.Weights, s.res.Met = hi, slices.Clone(w), true
+		}
+	}()
 	if s.cfg.Guess != nil {
 		var err error
-		if lo, hi, met, err = s.fromGuess(ctx, w, lo, hi); err != nil {
+		var ok bool
+		if lo, hi, met, ok, err = s.fromGuess(ctx, w, lo, hi); err != nil || !ok {
 			return err
 		}
 	}
@@ -209,31 +217,28 @@ func (s *state) bisect(ctx context.Context, w []int) error {
 		}
 		met = o.Met
 	}
-	if met && (!s.res.Met || hi < s.res.RateBPS) {
-		s.res.RateBPS, s.res.Weights, s.res.Met = hi, slices.Clone(w), true
-	}
 	return nil
 }
 
 // fromGuess probes the model's guess for candidate w, then away from it
 // in doubling steps while the verdict stays the same, and returns the
-// bracket that leaves for bisection (stopping early when the budget is
-// spent: the caller's bisection then stops too).
-func (s *state) fromGuess(ctx context.Context, w []int, lo, hi float64) (float64, float64, bool, error) {
+// bracket that leaves for bisection, whether a probe met, and ok false
+// when the budget was spent.
+func (s *state) fromGuess(ctx context.Context, w []int, lo, hi float64) (float64, float64, bool, bool, error) {
 	g, ok, err := s.cfg.Guess(ctx, w)
 	if err != nil {
-		return lo, hi, false, err
+		return lo, hi, false, false, err
 	}
 	s.res.Guesses = append(s.res.Guesses, Guess{Weights: slices.Clone(w), RateBPS: g, OK: ok})
 	if !ok {
-		return lo, hi, false, nil
+		return lo, hi, false, true, nil
 	}
 	met, missed := false, false
 	step := 1 + s.cfg.Tolerance
 	for r := g; r > lo && r < hi && hi/lo > 1+s.cfg.Tolerance && !(met && missed); step *= step {
 		o, ok, err := s.probe(ctx, Probe{RateBPS: r, Weights: w}, lo, hi)
 		if err != nil || !ok {
-			return lo, hi, met, err
+			return lo, hi, met, ok, err
 		}
 		if o.Met {
 			hi, met = r, true
@@ -244,7 +249,7 @@ func (s *state) fromGuess(ctx context.Context, w []int, lo, hi float64) (float64
 		}
 		s.res.Steps[len(s.res.Steps)-1].Lo, s.res.Steps[len(s.res.Steps)-1].Hi = lo, hi
 	}
-	return lo, hi, met, nil
+	return lo, hi, met, true, nil
 }
 
 // probe judges p if the budget allows (ok false when it does not).

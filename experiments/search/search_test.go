@@ -196,3 +196,32 @@ func TestLeastFromAGuess(t *testing.T) {
 		t.Logf("guess %.3g (ok %v): %d probes; plain bisection %d", c.guess, c.ok, calls, plain)
 	}
 }
+
+// A budget spent before the bracket closes still leaves the least rate
+// that met as the answer, marked exhausted, with or without a guess.
+func TestBudgetSpentAfterAMeetKeepsIt(t *testing.T) {
+	const want = 3.3e6
+	for _, guess := range []float64{0, want * 1.5} {
+		calls := 0
+		cfg := Config{Lo: 1e6, Hi: 10e6, Tolerance: 0.01, MaxTrials: 3}
+		if guess > 0 {
+			cfg.Guess = func(context.Context, []int) (float64, bool, error) { return guess, true, nil }
+		}
+		res, err := Least(context.Background(), cfg, threshold(map[int]float64{0: want}, 1, &calls), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var met float64
+		for _, st := range res.Steps {
+			if st.Outcome.Met && (met == 0 || st.Probe.RateBPS < met) {
+				met = st.Probe.RateBPS
+			}
+		}
+		if met == 0 {
+			t.Fatalf("guess %g: no probe of %d met; the test needs one", guess, calls)
+		}
+		if !res.Exhausted || !res.Met || res.RateBPS != met {
+			t.Errorf("guess %g: exhausted %v, met %v at %g; want exhausted and met at the least rate that met, %g", guess, res.Exhausted, res.Met, res.RateBPS, met)
+		}
+	}
+}
