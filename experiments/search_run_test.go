@@ -52,6 +52,22 @@ duration: 10s
 trials: 1
 `
 
+// knownAnswerSpec is knownAnswerExperiment with its workload written to
+// dir and search settings extra (", key: value") added to its search.
+func knownAnswerSpec(t *testing.T, dir, extra string) *Spec {
+	t.Helper()
+	cdf := filepath.Join(dir, "ten-segments.cdf")
+	if err := os.WriteFile(cdf, []byte("# discrete: true\n14480 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file := strings.Replace(fmt.Sprintf(knownAnswerExperiment, cdf), "tolerance: 0.05}", "tolerance: 0.05"+extra+"}", 1)
+	spec, err := Parse("known.yaml", []byte(file), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
 // The search converges on a synthetic lab with a known answer (issue 15):
 // it finds the least rate within its tolerance above the offered rate, a
 // probe below that rate misses, and --resume replays every probe from
@@ -59,14 +75,7 @@ trials: 1
 func TestSearchFindsAKnownCapacity(t *testing.T) {
 	testenv.RequireRoot(t)
 	dir := t.TempDir()
-	cdf := filepath.Join(dir, "ten-segments.cdf")
-	if err := os.WriteFile(cdf, []byte("# discrete: true\n14480 1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	spec, err := Parse("known.yaml", []byte(fmt.Sprintf(knownAnswerExperiment, cdf)), "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := knownAnswerSpec(t, dir, "")
 	prefix := checkedPrefix(t, "s")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -192,15 +201,7 @@ func forgetProbes(t *testing.T, runDir string, names ...string) {
 func TestModelGuessSavesProbes(t *testing.T) {
 	testenv.RequireRoot(t)
 	dir := t.TempDir()
-	cdf := filepath.Join(dir, "ten-segments.cdf")
-	if err := os.WriteFile(cdf, []byte("# discrete: true\n14480 1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	file := strings.Replace(fmt.Sprintf(knownAnswerExperiment, cdf), "tolerance: 0.05}", "tolerance: 0.05, first_guess: model}", 1)
-	spec, err := Parse("known.yaml", []byte(file), "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := knownAnswerSpec(t, dir, ", first_guess: model")
 	plain := search.Steps(max(float64(spec.Search.Rate.Min), spec.searchFloorBPS()), float64(spec.Search.Rate.Max), spec.Search.tolerance())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

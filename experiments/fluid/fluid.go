@@ -320,6 +320,9 @@ func (m *model) send(t float64, seen []signal) {
 		c.unsent -= b
 		c.queued += b
 		m.backlog[c.band] += b
+		if m.port.Fair { // fair queueing keeps no arrival order
+			continue
+		}
 		q := m.queues[c.band]
 		if n := len(q); n > 0 && q[n-1].conn == ci {
 			q[n-1].bytes += b
@@ -428,7 +431,6 @@ func (m *model) drainFair(k int, budget float64) float64 {
 			}
 		}
 	}
-	m.queues[k] = m.queues[k][:0] // arrival order is not kept under fair queueing
 	m.backlog[k] -= served
 	return served
 }
