@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fabric-emu/fabric/internal/cpustat"
+	"github.com/fabric-emu/fabric/results/flows"
 	"github.com/fabric-emu/fabric/results/report"
 	"github.com/fabric-emu/fabric/tc/delay"
 )
@@ -30,7 +31,10 @@ const (
 
 // cpuSample is how the machine's CPU was spent over one interval.
 type cpuSample struct {
-	At      time.Duration // since the monitor started
+	At time.Duration // since the monitor started
+	// Span is the interval in CLOCK_REALTIME, the clock of the records,
+	// so that flows in flight during it can be found.
+	Span    flows.Interval
 	IdlePct float64
 	// StealPct is the share the hypervisor took (cpustat.Times.Steal).
 	StealPct float64
@@ -57,6 +61,7 @@ func startCPUMonitor(ctx context.Context) *cpuMonitor {
 		return m
 	}
 	m.first, m.last = prev, prev
+	from := time.Now().UnixNano()
 	go func() {
 		defer close(m.done)
 		tick := time.NewTicker(cpuSampleEvery)
@@ -76,8 +81,11 @@ func startCPUMonitor(ctx context.Context) *cpuMonitor {
 				continue
 			}
 			prev = now
+			to := time.Now().UnixNano()
 			m.mu.Lock()
-			m.samples = append(m.samples, cpuSample{At: time.Since(t0), IdlePct: share.IdlePct, StealPct: share.StealPct})
+			m.samples = append(m.samples, cpuSample{At: time.Since(t0), Span: flows.Interval{StartNS: from, EndNS: to},
+				IdlePct: share.IdlePct, StealPct: share.StealPct})
+			from = to
 			m.last = now
 			m.mu.Unlock()
 		}
@@ -138,6 +146,19 @@ func cpuVerdict(samples []cpuSample) (minIdle, busyFrac float64, saturated bool)
 	return minIdle, busyFrac, busyFrac > cpuBusyFraction
 }
 
+// saturatedSpans are the samples' intervals with less than cpuIdleFloor
+// idle: the moments in which the report looks for a slowdown tail the
+// machine made (flows.TailExposure).
+func saturatedSpans(samples []cpuSample) []flows.Interval {
+	var out []flows.Interval
+	for _, s := range samples {
+		if s.IdlePct < cpuIdleFloor {
+			out = append(out, s.Span)
+		}
+	}
+	return out
+}
+
 // writeCPUCSV writes the idle time series for plots and later checks.
 func writeCPUCSV(path string, samples []cpuSample) error {
 	f, err := os.Create(path)
@@ -180,6 +201,13 @@ type FidelityRecord struct {
 	CPUMinIdlePct float64 `json:"cpu_min_idle_pct"`
 	CPUBusyFrac   float64 `json:"cpu_busy_fraction"` // samples under 20% idle
 	CPUSaturated  bool    `json:"cpu_saturated"`
+	// CPUSaturatedSpans are the samples below the floor, and CPUTail how
+	// much of each group's slowdown tail was in flight during them, as the
+	// report judged it (report.Fidelity.CPUTail); CPUTailDistorted makes
+	// the trial unfaithful.
+	CPUSaturatedSpans []flows.Interval     `json:"cpu_saturated_spans,omitempty"`
+	CPUTail           []flows.TailExposure `json:"cpu_tail,omitempty"`
+	CPUTailDistorted  bool                 `json:"cpu_tail_distorted,omitempty"`
 	// CPUStealPct is the share of the CPU the hypervisor took over the
 	// traffic (report.Fidelity.CPUStealPct).
 	CPUStealPct  float64 `json:"cpu_steal_pct"`
@@ -272,7 +300,7 @@ func delayFidelity(lines []delay.Line, before, after delay.Stats, cpu time.Durat
 // captures' own statistics files, and would count them twice.
 func (f *FidelityRecord) summary(shortfall float64) *report.Fidelity {
 	return &report.Fidelity{CPUSaturated: f.CPUSaturated, MinCPUIdlePct: f.CPUMinIdlePct, CPUStealPct: f.CPUStealPct, RateAchievedFraction: shortfall,
-		BacklogDrops:         f.BacklogDrops,
+		BacklogDrops: f.BacklogDrops, CPUSaturatedSpans: f.CPUSaturatedSpans,
 		DelayLinesUnfaithful: f.DelayLines != nil && (f.DelayLines.Late || f.DelayLines.Unasked > 0)}
 }
 
@@ -287,6 +315,11 @@ func (f *FidelityRecord) advice(spec *Spec) string {
 	var why []string
 	if f.CPUSaturated {
 		why = append(why, fmt.Sprintf("CPU idle was below %.0f%% in %.0f%% of samples (min %.0f%%)", cpuIdleFloor, 100*f.CPUBusyFrac, f.CPUMinIdlePct))
+	}
+	for _, e := range f.CPUTail {
+		if e.Distorted() {
+			why = append(why, fmt.Sprintf("%s, below %.0f%% idle: the machine, not the network, may have made that tail", e, cpuIdleFloor))
+		}
 	}
 	if f.CaptureDrops > 0 {
 		why = append(why, fmt.Sprintf("the captures dropped %d packets", f.CaptureDrops))

@@ -2,10 +2,12 @@ package experiments
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fabric-emu/fabric/results/flows"
 	"github.com/fabric-emu/fabric/results/report"
 	"github.com/fabric-emu/fabric/tc/delay"
 )
@@ -112,9 +114,28 @@ func TestAdviceNamesTheHypervisorsShare(t *testing.T) {
 		t.Errorf("summary: %+v", s)
 	}
 	m := startCPUMonitor(t.Context())
-	time.Sleep(3 * cpuSampleEvery)
+	time.Sleep(5 * cpuSampleEvery)
 	samples, steal := m.Stop()
-	if len(samples) == 0 || steal < 0 || steal > 100 {
+	if len(samples) < 2 || steal < 0 || steal > 100 {
 		t.Fatalf("monitor: %d samples, %.1f %% stolen", len(samples), steal)
+	}
+	// The samples tile the wall clock the records use, one after another,
+	// so that the flows in flight during a saturated one can be found.
+	now := time.Now().UnixNano()
+	for i, smp := range samples {
+		if smp.Span.EndNS <= smp.Span.StartNS || smp.Span.EndNS > now || now-smp.Span.StartNS > int64(time.Minute) ||
+			(i > 0 && smp.Span.StartNS != samples[i-1].Span.EndNS) {
+			t.Fatalf("sample %d spans %+v (the one before: %+v, now %d)", i, smp.Span, samples[max(i-1, 0)].Span, now)
+		}
+	}
+	samples[0].IdlePct, samples[len(samples)-1].IdlePct = 5, 50
+	if got := saturatedSpans(samples); len(got) == 0 || got[0] != samples[0].Span || slices.Contains(got, samples[len(samples)-1].Span) {
+		t.Fatalf("saturated spans %+v of samples %+v", got, samples)
+	}
+	tail := &FidelityRecord{CPUTail: []flows.TailExposure{{Group: "all", Flows: 1000, Exposed: 60, Tail: 10, TailExposed: 2},
+		{Group: "rpc", Flows: 900, Exposed: 50, Tail: 9, TailExposed: 8}}, CPUTailDistorted: true}
+	if a := tail.advice(&Spec{}); !strings.Contains(a, "8 of the 9 slowest 1 % of rpc's messages were in flight while the CPU was saturated (50 of all 900 were), below 20% idle") ||
+		strings.Contains(a, "of all messages") {
+		t.Errorf("advice for a tail the machine made: %s", a)
 	}
 }

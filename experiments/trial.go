@@ -363,6 +363,16 @@ func (t *trial) collect(ctx context.Context, tr *trafficResult) (*FidelityRecord
 		os.Remove(filepath.Join(t.dir, report.MetaFile))
 		return nil, nil, err
 	}
+	// The report judges the tail against the saturated stretches (it has
+	// the slowdowns); fidelity.json and the runner's verdict follow it.
+	if len(sum.Fidelity.CPUTail) > 0 {
+		fid.CPUTail, fid.CPUTailDistorted = sum.Fidelity.CPUTail, sum.Fidelity.CPUTailDistorted
+		fid.Unfaithful = fid.unfaithful() || fid.CPUTailDistorted
+		fid.Advice = fid.advice(t.spec)
+		if err := writeJSON(filepath.Join(t.dir, "fidelity.json"), fid); err != nil {
+			return nil, nil, err
+		}
+	}
 	return fid, sum, os.WriteFile(filepath.Join(t.dir, completeMarker), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644)
 }
 
@@ -372,6 +382,7 @@ func (t *trial) collect(ctx context.Context, tr *trafficResult) (*FidelityRecord
 func (t *trial) fidelity(tr *trafficResult) (fid *FidelityRecord, shortfall float64, err error) {
 	fid = &FidelityRecord{CPUSamples: len(tr.samples), CPUStealPct: tr.stealPct}
 	fid.CPUMinIdlePct, fid.CPUBusyFrac, fid.CPUSaturated = cpuVerdict(tr.samples)
+	fid.CPUSaturatedSpans = saturatedSpans(tr.samples)
 	for _, pc := range t.lab.Pacers() {
 		if e := pc.Err(); e != nil {
 			fid.PacerErrors = append(fid.PacerErrors, e.Error())

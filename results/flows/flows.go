@@ -129,11 +129,13 @@ type Analysis struct {
 	samples []sample
 }
 
-// sample is one completed flow: its size, class, FCT (µs) and slowdown.
+// sample is one completed flow: its size, class, FCT (µs) and slowdown,
+// and when it was in flight (CLOCK_REALTIME ns).
 type sample struct {
-	size    int64
-	class   string
-	fct, sd float64
+	size           int64
+	class          string
+	fct, sd        float64
+	startNS, endNS int64
 }
 
 // Analyze computes FCT and slowdown statistics for every completed flow,
@@ -156,7 +158,8 @@ func Analyze(set *transport.Set, ideal Ideal, queryResponses int) (*Analysis, er
 			continue
 		}
 		fct := time.Duration(f.FCTNanos())
-		all = append(all, sample{size: f.Size, class: f.Class, fct: float64(fct) / 1e3, sd: float64(fct) / float64(ideal.FCT(f.Size))})
+		all = append(all, sample{size: f.Size, class: f.Class, fct: float64(fct) / 1e3, sd: float64(fct) / float64(ideal.FCT(f.Size)),
+			startNS: f.StartNS, endNS: f.EndNS})
 		sizes = append(sizes, f.Size)
 	}
 	a.samples = all

@@ -245,6 +245,10 @@ func (t *TrialSummary) addFlows(set *transport.Set, meta Meta) error {
 		return err
 	}
 	t.Fidelity.IncompleteFlows = a.Incomplete
+	if spans := t.Fidelity.CPUSaturatedSpans; len(spans) > 0 {
+		t.Fidelity.CPUTail = a.TailExposures(spans)
+		t.Fidelity.CPUTailDistorted = slices.ContainsFunc(t.Fidelity.CPUTail, flows.TailExposure.Distorted)
+	}
 	if b := a.Bucket("1KB"); b.N > 0 {
 		s := b.FCTUS
 		t.FCT1KBUS = &s

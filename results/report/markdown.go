@@ -349,6 +349,11 @@ func fidelitySection(b *strings.Builder, trials []*TrialSummary) {
 		if f.NotableSteal() {
 			fmt.Fprintf(b, "; the hypervisor took %.1f %% of the CPU (steal)", f.CPUStealPct)
 		}
+		for _, e := range f.CPUTail {
+			if e.Distorted() {
+				b.WriteString("; " + e.String())
+			}
+		}
 		for _, n := range f.Notes {
 			b.WriteString("; " + n)
 		}

@@ -226,3 +226,57 @@ func TestFidelityNamesTheHypervisorsShare(t *testing.T) {
 		t.Errorf("a quiet, faithful trial is listed:\n%s", md)
 	}
 }
+
+// The loader judges a trial's tail against the stretches the runner found
+// the CPU saturated in (meta.json's fidelity): 1000 messages, the 12 that
+// start in a 12 ms stall finishing together at its end, is a tail the
+// machine made; the same stretch a second later is not.
+func TestLoaderFlagsATailMadeWhileTheCPUWasSaturated(t *testing.T) {
+	base := int64(1_800_000_000e9)
+	write := func(spanFrom int64) *TrialSummary {
+		dir := filepath.Join(t.TempDir(), "trial-1")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		w, err := transport.Create(dir, "h0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stallFrom, stallTo := base+500e6, base+512e6
+		for i := range 1000 {
+			start := base + int64(i)*1e6
+			end := start + 200_000
+			if start >= stallFrom && start < stallTo {
+				end = stallTo + 200_000
+			}
+			w.Flow(transport.Flow{ID: uint64(i + 1), Pattern: "dynamic", Src: "h1", Dst: "h0", Size: 1000, Bytes: 1000,
+				StartNS: start, EndNS: end, Class: "rpc"})
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		meta, _ := json.Marshal(map[string]any{"scheme": "s", "trial": 1, "bottleneck_bps": 1e9, "unloaded_rtt_ns": 300_000,
+			"fidelity": map[string]any{"cpu_saturated_spans": []map[string]int64{{"start_ns": spanFrom, "end_ns": spanFrom + 12e6}}}})
+		if err := os.WriteFile(filepath.Join(dir, MetaFile), meta, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := LoadTrial(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	stalled := write(base + 500e6)
+	if f := stalled.Fidelity; !f.CPUTailDistorted || f.Faithful() || f.Flags() != "cpu-tail" || len(f.CPUTail) != 2 {
+		t.Fatalf("a tail made in the saturated stretch: %+v, flags %s", f, f.Flags())
+	}
+	var b strings.Builder
+	fidelitySection(&b, []*TrialSummary{stalled})
+	if md := b.String(); !strings.Contains(md, "- s, trial 1: cpu-tail; 11 of the 11 slowest 1 % of all messages were in flight while the CPU was saturated (13 of all 1000 were); 11 of the 11 slowest 1 % of rpc's messages were in flight while the CPU was saturated (13 of all 1000 were)") {
+		t.Errorf("fidelity section:\n%s", md)
+	}
+	elsewhere := write(base + 1500e6)
+	if f := elsewhere.Fidelity; f.CPUTailDistorted || !f.Faithful() {
+		t.Fatalf("a saturated stretch away from the tail: %+v", f)
+	}
+}

@@ -54,6 +54,17 @@ type Fidelity struct {
 	// dropped during the traffic (netdev_max_backlog): lost packets no
 	// port or line counted.
 	BacklogDrops uint64 `json:"backlog_drops,omitempty"`
+	// CPUSaturatedSpans are the stretches of the traffic (CLOCK_REALTIME
+	// ns) in which the runner's samples found the CPU below its idle
+	// floor. From them and the records the loader computes CPUTail: per
+	// group (all flows, each class), how much of the slowdown tail was in
+	// flight during those stretches (flows.TailExposure). CPUTailDistorted
+	// is set when more than a quarter of some group's tail was: a tail the
+	// machine may have made, which the rule on the share of saturated
+	// samples (CPUSaturated) lets pass when the stretches are short.
+	CPUSaturatedSpans []flows.Interval     `json:"cpu_saturated_spans,omitempty"`
+	CPUTail           []flows.TailExposure `json:"cpu_tail,omitempty"`
+	CPUTailDistorted  bool                 `json:"cpu_tail_distorted,omitempty"`
 	// IncompleteFlows were cut off or failed.
 	IncompleteFlows int      `json:"incomplete_flows"`
 	Notes           []string `json:"notes,omitempty"`
@@ -91,7 +102,7 @@ func (f Fidelity) NotableSteal() bool { return f.CPUStealPct >= NotableStealPct 
 // Faithful is false when the trial should not be believed: the CPU could
 // not keep up or the capture missed packets.
 func (f Fidelity) Faithful() bool {
-	return !f.CPUSaturated && f.CaptureDrops == 0 && !f.DelayLinesUnfaithful && f.BacklogDrops == 0
+	return !f.CPUSaturated && f.CaptureDrops == 0 && !f.DelayLinesUnfaithful && f.BacklogDrops == 0 && !f.CPUTailDistorted
 }
 
 // Flags is a short text for tables: "ok", or what went wrong.
@@ -99,6 +110,9 @@ func (f Fidelity) Flags() string {
 	var s []string
 	if f.CPUSaturated {
 		s = append(s, "cpu-saturated")
+	}
+	if f.CPUTailDistorted {
+		s = append(s, "cpu-tail")
 	}
 	if f.CaptureDrops > 0 {
 		s = append(s, "capture-drops")
