@@ -16,10 +16,11 @@ import (
 // together, whatever their class or port. A trial saturated in a few per
 // cent of its CPU samples passes a rule on the share of samples, yet its
 // 99th percentile can be made of exactly those messages (on this
-// project's 2-core machine, 2026-11-28: every message of a 130 ms stretch,
-// from all eight senders and all three classes, finished within 0.5 ms
-// of each other, during samples of 0–15 % idle). TailExposure measures
-// how much of a tail was in flight during such moments.
+// project's 2-core machine, 2026-11-28: the messages that started in
+// one 100 ms stretch from seven of eight senders, of two classes,
+// finished within 0.5 ms of each other, at slowdowns up to 25).
+// TailExposure measures how much of a tail was in flight during such
+// moments.
 
 // Interval is a stretch of time, CLOCK_REALTIME ns, as the records' times.
 type Interval struct {
