@@ -305,9 +305,10 @@ func (f *FidelityRecord) summary(shortfall float64) *report.Fidelity {
 }
 
 // unfaithful is the trial's verdict: the summary's, with the captures'
-// drops.
+// drops and the report's judgement of the tail (which the summary, written
+// before the report reads the trial, cannot carry).
 func (f *FidelityRecord) unfaithful() bool {
-	return f.CaptureDrops > 0 || !f.summary(0).Faithful()
+	return f.CaptureDrops > 0 || f.CPUTailDistorted || !f.summary(0).Faithful()
 }
 
 // advice says how to make an unfaithful trial believable.

@@ -114,6 +114,18 @@ func TestAdviceNamesTheHypervisorsShare(t *testing.T) {
 		t.Errorf("summary: %+v", s)
 	}
 	m := startCPUMonitor(t.Context())
+	time.Sleep(3 * cpuSampleEvery)
+	samples, steal := m.Stop()
+	if len(samples) == 0 || steal < 0 || steal > 100 {
+		t.Fatalf("monitor: %d samples, %.1f %% stolen", len(samples), steal)
+	}
+}
+
+// The CPU monitor's samples tile the wall clock the records use, and the
+// saturated ones are the stretches a tail is judged against; a tail the
+// machine made flags the trial and its advice says how much.
+func TestSaturatedSpansAndATailTheMachineMade(t *testing.T) {
+	m := startCPUMonitor(t.Context())
 	time.Sleep(5 * cpuSampleEvery)
 	samples, steal := m.Stop()
 	if len(samples) < 2 || steal < 0 || steal > 100 {
@@ -134,6 +146,9 @@ func TestAdviceNamesTheHypervisorsShare(t *testing.T) {
 	}
 	tail := &FidelityRecord{CPUTail: []flows.TailExposure{{Group: "all", Flows: 1000, Exposed: 60, Tail: 10, TailExposed: 2},
 		{Group: "rpc", Flows: 900, Exposed: 50, Tail: 9, TailExposed: 8}}, CPUTailDistorted: true}
+	if !tail.unfaithful() {
+		t.Error("a trial whose tail the machine made is not unfaithful")
+	}
 	if a := tail.advice(&Spec{}); !strings.Contains(a, "8 of the 9 slowest 1 % of rpc's messages were in flight while the CPU was saturated (50 of all 900 were), below 20% idle") ||
 		strings.Contains(a, "of all messages") {
 		t.Errorf("advice for a tail the machine made: %s", a)

@@ -364,10 +364,11 @@ func (t *trial) collect(ctx context.Context, tr *trafficResult) (*FidelityRecord
 		return nil, nil, err
 	}
 	// The report judges the tail against the saturated stretches (it has
-	// the slowdowns); fidelity.json and the runner's verdict follow it.
+	// the slowdowns); fidelity.json, written before for a trial that
+	// fails later, and the runner's verdict follow it.
 	if len(sum.Fidelity.CPUTail) > 0 {
 		fid.CPUTail, fid.CPUTailDistorted = sum.Fidelity.CPUTail, sum.Fidelity.CPUTailDistorted
-		fid.Unfaithful = fid.unfaithful() || fid.CPUTailDistorted
+		fid.Unfaithful = fid.unfaithful()
 		fid.Advice = fid.advice(t.spec)
 		if err := writeJSON(filepath.Join(t.dir, "fidelity.json"), fid); err != nil {
 			return nil, nil, err

@@ -192,8 +192,7 @@ func (s *state) bisect(ctx context.Context, w []int) error {
 	}()
 	if s.cfg.Guess != nil {
 		var err error
-		var ok bool
-		if lo, hi, met, ok, err = s.fromGuess(ctx, w, lo, hi); err != nil || !ok {
+		if lo, hi, met, err = s.fromGuess(ctx, w, lo, hi); err != nil || s.res.Exhausted {
 			return err
 		}
 	}
@@ -222,23 +221,23 @@ func (s *state) bisect(ctx context.Context, w []int) error {
 
 // fromGuess probes the model's guess for candidate w, then away from it
 // in doubling steps while the verdict stays the same, and returns the
-// bracket that leaves for bisection, whether a probe met, and ok false
-// when the budget was spent.
-func (s *state) fromGuess(ctx context.Context, w []int, lo, hi float64) (float64, float64, bool, bool, error) {
+// bracket that leaves for bisection and whether a probe met; a spent
+// budget stops it (Result.Exhausted).
+func (s *state) fromGuess(ctx context.Context, w []int, lo, hi float64) (float64, float64, bool, error) {
 	g, ok, err := s.cfg.Guess(ctx, w)
 	if err != nil {
-		return lo, hi, false, false, err
+		return lo, hi, false, err
 	}
 	s.res.Guesses = append(s.res.Guesses, Guess{Weights: slices.Clone(w), RateBPS: g, OK: ok})
 	if !ok {
-		return lo, hi, false, true, nil
+		return lo, hi, false, nil
 	}
 	met, missed := false, false
 	step := 1 + s.cfg.Tolerance
 	for r := g; r > lo && r < hi && hi/lo > 1+s.cfg.Tolerance && !(met && missed); step *= step {
 		o, ok, err := s.probe(ctx, Probe{RateBPS: r, Weights: w}, lo, hi)
 		if err != nil || !ok {
-			return lo, hi, met, ok, err
+			return lo, hi, met, err
 		}
 		if o.Met {
 			hi, met = r, true
@@ -249,7 +248,7 @@ func (s *state) fromGuess(ctx context.Context, w []int, lo, hi float64) (float64
 		}
 		s.res.Steps[len(s.res.Steps)-1].Lo, s.res.Steps[len(s.res.Steps)-1].Hi = lo, hi
 	}
-	return lo, hi, met, true, nil
+	return lo, hi, met, nil
 }
 
 // probe judges p if the budget allows (ok false when it does not).

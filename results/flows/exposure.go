@@ -52,9 +52,10 @@ const MinTail = 5
 // more than a quarter of it was in flight while the CPU was saturated. A
 // tail the network made has no reason to gather in those moments beyond
 // the share of all flows that overlap them (Exposed/Flows, a few per cent
-// in a trial the rule on samples passes, about a tenth at most). If a quarter of the slowest 1 % owe their place to the
-// machine, the network's own p99 may be as low as the measured p98.75.
-// On 2026-11-28 the trials this flagged had 37–85 % of a class's tail in
+// in a trial the rule on samples passes, about a tenth at most). If a
+// quarter of the slowest 1 % owe their place to the machine, the
+// network's own p99 may be as low as the measured p98.75.
+// On 2026-11-28 the trials this flagged had 37–84 % of a class's tail in
 // such moments, against 2–10 % of all its messages; those at half the
 // link rate, which it passed, 0–20 %. Where the network's own bursts
 // are what saturate the CPU, the two cannot be told apart, and the
