@@ -91,7 +91,7 @@ replays the probes search.json holds).`,
 	f := c.Flags()
 	f.BoolVar(&flags.quick, "quick", false, "run the scenario's quick variant (short, used in CI)")
 	f.StringVar(&flags.resume, "resume", "", "complete the run in this directory, skipping complete trials")
-	f.Uint64Var(&flags.seed, "seed", 0, "base seed (default: the file's seed, else from the clock); recorded in run.json")
+	f.Uint64Var(&flags.seed, "seed", 0, "base seed (default: the file's seed, else from the clock, and 1 with --model-only); recorded in run.json")
 	f.StringVar(&flags.out, "out", "runs", "directory runs are written under")
 	f.BoolVar(&flags.keepPcaps, "keep-pcaps", false, "keep the LMM's packet captures after matching")
 	f.BoolVar(&flags.modelOnly, "model-only", false, "answer a search with SWP's fluid model alone: no lab, seconds (its first guesses)")

@@ -408,28 +408,23 @@ func (m *model) drain(k int, budget float64) float64 {
 }
 
 // drainFair shares budget equally among band k's backlogged connections
-// (the port hashes flows, that is connections, into its buckets).
+// (the port hashes flows, that is connections, into its buckets). It
+// water-fills: the smallest backlogs are served first, each an equal
+// share of what is left, so what a short one cannot use goes to the rest.
 func (m *model) drainFair(k int, budget float64) float64 {
+	var backlogged []*conn
+	for _, ci := range m.active {
+		if c := &m.conns[ci]; c.band == k && c.queued > 1e-9 {
+			backlogged = append(backlogged, c)
+		}
+	}
+	slices.SortFunc(backlogged, func(x, y *conn) int { return cmp.Compare(x.queued, y.queued) })
 	served := 0.0
-	for budget-served > 1e-9 {
-		n := 0
-		for _, ci := range m.active {
-			if c := &m.conns[ci]; c.band == k && c.queued > 1e-9 {
-				n++
-			}
-		}
-		if n == 0 {
-			break
-		}
-		each := (budget - served) / float64(n)
-		for _, ci := range m.active {
-			if c := &m.conns[ci]; c.band == k && c.queued > 1e-9 {
-				b := min(c.queued, each)
-				c.queued -= b
-				c.delivered += b
-				served += b
-			}
-		}
+	for i, c := range backlogged {
+		b := min(c.queued, (budget-served)/float64(len(backlogged)-i))
+		c.queued -= b
+		c.delivered += b
+		served += b
 	}
 	m.backlog[k] -= served
 	return served

@@ -94,22 +94,23 @@ func (a *Analysis) TailExposures(busy []Interval) []TailExposure {
 	}
 	group := func(name string, keep func(sample) bool) TailExposure {
 		e := TailExposure{Group: name}
-		var sd []float64
+		var members []sample
 		for _, s := range a.samples {
 			if keep(s) {
-				sd = append(sd, s.sd)
+				members = append(members, s)
 			}
 		}
-		if len(sd) == 0 {
+		if len(members) == 0 {
 			return e
+		}
+		sd := make([]float64, len(members))
+		for i, s := range members {
+			sd[i] = s.sd
 		}
 		slices.Sort(sd)
 		p99 := stats.Percentile(sd, 99)
-		for _, s := range a.samples {
-			if !keep(s) {
-				continue
-			}
-			e.Flows++
+		e.Flows = len(members)
+		for _, s := range members {
 			hit := overlaps(s)
 			if hit {
 				e.Exposed++
