@@ -181,6 +181,7 @@ type model struct {
 	active       []int      // connections with bytes unsent or queued
 	controlled   []int      // per band, now
 	bandCapacity []float64
+	backlogged   []*conn // drainFair's scratch, kept so that a step allocates nothing
 }
 
 // signal is what a band's senders see of it, a round trip later.
@@ -412,12 +413,13 @@ func (m *model) drain(k int, budget float64) float64 {
 // water-fills: the smallest backlogs are served first, each an equal
 // share of what is left, so what a short one cannot use goes to the rest.
 func (m *model) drainFair(k int, budget float64) float64 {
-	var backlogged []*conn
+	backlogged := m.backlogged[:0]
 	for _, ci := range m.active {
 		if c := &m.conns[ci]; c.band == k && c.queued > 1e-9 {
 			backlogged = append(backlogged, c)
 		}
 	}
+	m.backlogged = backlogged
 	slices.SortFunc(backlogged, func(x, y *conn) int { return cmp.Compare(x.queued, y.queued) })
 	served := 0.0
 	for i, c := range backlogged {

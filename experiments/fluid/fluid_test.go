@@ -1,6 +1,7 @@
 package fluid
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -134,5 +135,27 @@ func TestMessagesShareTheirConnection(t *testing.T) {
 	t.Logf("100 KB on a warm connection %v, on a cold one %v", warm, cold)
 	if warm >= cold {
 		t.Errorf("100 KB on a warm connection %v, want below a cold one's %v", warm, cold)
+	}
+}
+
+// A fair drain water-fills: a backlog smaller than its equal share is
+// emptied and what it leaves is shared by the rest; other bands wait, and
+// a budget beyond the band's backlog serves exactly the backlog.
+func TestFairDrainWaterFills(t *testing.T) {
+	m := &model{
+		conns:   []conn{{band: 0, queued: 1}, {band: 0, queued: 5}, {band: 0, queued: 10}, {band: 1, queued: 7}},
+		active:  []int{2, 3, 0, 1},
+		backlog: []float64{16, 7},
+	}
+	if got := m.drainFair(0, 9); math.Abs(got-9) > 1e-9 {
+		t.Errorf("served %v of a budget of 9, want 9", got)
+	}
+	for i, want := range []float64{1, 4, 4, 0} { // 9 shared three ways, the first capped at its 1
+		if got := m.conns[i].delivered; math.Abs(got-want) > 1e-9 {
+			t.Errorf("connection %d delivered %v, want %v", i, got, want)
+		}
+	}
+	if got := m.drainFair(0, 100); math.Abs(got-7) > 1e-9 || m.backlog[0] > 1e-9 || m.backlog[1] != 7 {
+		t.Errorf("a budget beyond the backlog served %v (want 7), backlogs left %v (want [0 7])", got, m.backlog)
 	}
 }

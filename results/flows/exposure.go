@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-
-	"github.com/fabric-emu/fabric/results/stats"
 )
 
 // A tail percentile is made of a trial's rarest moments, and on a small
@@ -94,28 +92,21 @@ func (a *Analysis) TailExposures(busy []Interval) []TailExposure {
 	}
 	group := func(name string, keep func(sample) bool) TailExposure {
 		e := TailExposure{Group: name}
-		var members []sample
-		for _, s := range a.samples {
-			if keep(s) {
-				members = append(members, s)
-			}
-		}
-		if len(members) == 0 {
+		// The group's p99 as every table computes it.
+		b := a.collect(name, keep)
+		if b.N == 0 {
 			return e
 		}
-		sd := make([]float64, len(members))
-		for i, s := range members {
-			sd[i] = s.sd
-		}
-		slices.Sort(sd)
-		p99 := stats.Percentile(sd, 99)
-		e.Flows = len(members)
-		for _, s := range members {
+		for _, s := range a.samples {
+			if !keep(s) {
+				continue
+			}
+			e.Flows++
 			hit := overlaps(s)
 			if hit {
 				e.Exposed++
 			}
-			if s.sd >= p99 {
+			if s.sd >= b.Slowdown.P99 {
 				e.Tail++
 				if hit {
 					e.TailExposed++
