@@ -15,8 +15,10 @@
 // serialisation on the link (one packet after another at the link's rate:
 // the shaper before it lets a packet go when it starts, not when its last
 // bit has left) plus the line's delay, and releases every
-// due packet of a line with one batched verdict (NFQNL_MSG_VERDICT_BATCH),
-// which keeps arrival order: a constant delay never reorders. Loss is a
+// due packet of a line with one batched verdict (NFQNL_MSG_VERDICT_BATCH;
+// at most 256 packets a system call, so that a line the CPU held back does
+// not overflow the kernel's input backlog when it catches up), which keeps
+// arrival order: a constant delay never reorders. Loss is a
 // drop verdict drawn per packet from a seeded generator. Without the
 // queue's bypass flag, packets of a queue nobody listens to are dropped:
 // if the process holding the lines dies, delayed links stop, they never
