@@ -37,7 +37,18 @@ type guesser struct {
 	path      time.Duration // the path's delay outside the queue: to it, and from it to the receiver
 	rtt       time.Duration
 	links     int
+	tcp       fluid.Sender // the senders' Linux TCP, as the model knows it
 	progress  func(format string, args ...any)
+}
+
+// modelScheme is what the model takes of one scheme and weight vector:
+// the receiver's port, how code points map to its bands, and the senders'
+// connection pools. least prepares it once for all the rates it probes.
+type modelScheme struct {
+	port   fluid.Port
+	bandOf [8]uint8
+	pool   int
+	sizes  []transport.SizeClass
 }
 
 // newGuesser draws the search's schedules (seed is the run's base seed),
@@ -68,6 +79,7 @@ func newGuesser(spec *Spec, seed uint64, progress func(string, ...any)) (*guesse
 	gs.path = hs.Wire().Delay + hr.Ifaces[0].Peer.Wire().Delay
 	gs.rtt = gs.path + hr.Ifaces[0].Wire().Delay + hs.Peer.Wire().Delay
 	gs.links = serialisingLinks(g, rx, senders[0])
+	gs.tcp = fluid.LinuxTCP(gs.rtt, hs.Link.MTU)
 	return gs, nil
 }
 
@@ -76,9 +88,13 @@ func newGuesser(spec *Spec, seed uint64, progress func(string, ...any)) (*guesse
 // SLO, to a quarter of the search's tolerance.
 func (gs *guesser) least(ctx context.Context, name string, w []int, cfg search.Config) (float64, bool, error) {
 	t0 := time.Now()
+	ms, err := gs.scheme(name, w)
+	if err != nil {
+		return 0, false, err
+	}
 	mc := search.Config{Lo: cfg.Lo, Hi: cfg.Hi, Tolerance: cfg.Tolerance / 4, Candidates: [][]int{w}}
 	res, err := search.Least(ctx, mc, func(ctx context.Context, p search.Probe) (search.Outcome, error) {
-		return gs.judge(ctx, name, p)
+		return gs.judge(ctx, ms, p.RateBPS)
 	}, nil)
 	if err != nil {
 		return 0, false, err
@@ -96,33 +112,36 @@ func (gs *guesser) least(ctx context.Context, name string, w []int, cfg search.C
 	return res.RateBPS, res.Met, nil
 }
 
-// judge runs the model over every trial's messages at probe p and judges
-// them as a probe's trials are judged (outcomeOf).
-func (gs *guesser) judge(ctx context.Context, name string, p search.Probe) (search.Outcome, error) {
-	spec := gs.spec
-	pt := Point{Scheme: name, Load: spec.Traffic.Load, Traffic: "search", Weights: p.Weights}
-	sc := spec.schemeAt(pt)
+// scheme prepares the model of scheme name with weights w.
+func (gs *guesser) scheme(name string, w []int) (*modelScheme, error) {
+	sc := gs.spec.schemeAt(Point{Scheme: name, Load: gs.spec.Traffic.Load, Traffic: "search", Weights: w})
 	port, bandOf, err := gs.port(sc)
 	if err != nil {
-		return search.Outcome{}, err
+		return nil, err
 	}
 	pool, err := connsOf(sc)
 	if err != nil {
-		return search.Outcome{}, err
+		return nil, err
 	}
-	port.RateBPS = p.RateBPS
-	snd := fluid.LinuxTCP(gs.rtt, spec.graph.Node(gs.sender).Ifaces[0].Link.MTU)
-	metas := spec.ClassMetas(Point{Load: spec.Traffic.Load, Rate: probeRate(p.RateBPS)})
+	return &modelScheme{port: port, bandOf: bandOf, pool: pool, sizes: sc.DSCP}, nil
+}
+
+// judge runs the model over every trial's messages at rate bps and judges
+// them as a probe's trials are judged (outcomeOf).
+func (gs *guesser) judge(ctx context.Context, ms *modelScheme, bps float64) (search.Outcome, error) {
+	port := ms.port
+	port.RateBPS = bps
+	metas := gs.spec.ClassMetas(Point{Load: gs.spec.Traffic.Load, Rate: probeRate(bps)})
 	var trials []*report.TrialSummary
 	for n, sched := range gs.schedules {
 		if err := ctx.Err(); err != nil {
 			return search.Outcome{}, err
 		}
-		set, err := gs.model(port, bandOf, pool, sc.DSCP, snd, sched, gs.seeds[n])
+		set, err := gs.model(ms, port, sched, gs.seeds[n])
 		if err != nil {
 			return search.Outcome{}, err
 		}
-		t, err := report.SummarizeFlows(set, report.Meta{BottleneckBPS: p.RateBPS, UnloadedRTTNS: int64(gs.rtt),
+		t, err := report.SummarizeFlows(set, report.Meta{BottleneckBPS: bps, UnloadedRTTNS: int64(gs.rtt),
 			PathLinks: gs.links, Classes: metas})
 		if err != nil {
 			return search.Outcome{}, err
@@ -133,14 +152,13 @@ func (gs *guesser) judge(ctx context.Context, name string, p search.Probe) (sear
 }
 
 // model runs one schedule's messages to the receiver through the fluid
-// model and returns them as records.
+// model of ms's port at port's rate, and returns them as records.
 //
 // Each message rides a connection of its sender's pool for its code
 // point, drawn at random as the tcp transport draws it (hosts/transport/tcp):
 // pool connections per sender and DSCP, the scheme's size classes giving
 // a code point to messages the schedule gives none.
-func (gs *guesser) model(port fluid.Port, bandOf [8]uint8, pool int, sizes []transport.SizeClass, snd fluid.Sender,
-	sched *Schedule, seed uint64) (*transport.Set, error) {
+func (gs *guesser) model(ms *modelScheme, port fluid.Port, sched *Schedule, seed uint64) (*transport.Set, error) {
 	var msgs []transport.Message
 	var flows []fluid.Flow
 	pools := map[string]int{} // sender and code point → the first of its pool's connection numbers
@@ -150,19 +168,19 @@ func (gs *guesser) model(port fluid.Port, bandOf [8]uint8, pool int, sizes []tra
 		if m.Dst != gs.receiver {
 			continue
 		}
-		if m.DSCP == 0 && len(sizes) > 0 {
-			m.DSCP = uint8(transport.DSCPPolicy{Classes: sizes}.For(m.Size))
+		if m.DSCP == 0 && len(ms.sizes) > 0 {
+			m.DSCP = uint8(transport.DSCPPolicy{Classes: ms.sizes}.For(m.Size))
 		}
 		key := fmt.Sprintf("%s/%d", m.Src, m.DSCP)
 		first, ok := pools[key]
 		if !ok {
-			first = 1 + len(pools)*pool
+			first = 1 + len(pools)*ms.pool
 			pools[key] = first
 		}
 		msgs = append(msgs, m)
-		flows = append(flows, fluid.Flow{StartNS: m.TimeNS, Size: m.Size, Band: int(bandOf[m.DSCP>>3]), Conn: first + pick.IntN(pool)})
+		flows = append(flows, fluid.Flow{StartNS: m.TimeNS, Size: m.Size, Band: int(ms.bandOf[m.DSCP>>3]), Conn: first + pick.IntN(ms.pool)})
 	}
-	fct, err := fluid.Run(port, snd, gs.path, flows, gs.spec.Duration+gs.spec.drainTime())
+	fct, err := fluid.Run(port, gs.tcp, gs.path, flows, gs.spec.Duration+gs.spec.drainTime())
 	if err != nil {
 		return nil, err
 	}
