@@ -33,7 +33,6 @@ type guesser struct {
 	schedules []*Schedule
 	seeds     []uint64 // the schedules' trial seeds
 	receiver  string
-	sender    string
 	path      time.Duration // the path's delay outside the queue: to it, and from it to the receiver
 	rtt       time.Duration
 	links     int
@@ -75,7 +74,7 @@ func newGuesser(spec *Spec, seed uint64, progress func(string, ...any)) (*guesse
 		}
 	}
 	hs := g.Node(senders[0]).Ifaces[0]
-	gs.receiver, gs.sender = rx, senders[0]
+	gs.receiver = rx
 	gs.path = hs.Wire().Delay + hr.Ifaces[0].Peer.Wire().Delay
 	gs.rtt = gs.path + hr.Ifaces[0].Wire().Delay + hs.Peer.Wire().Delay
 	gs.links = serialisingLinks(g, rx, senders[0])
