@@ -128,15 +128,13 @@ func (gs *guesser) scheme(name string, w []int) (*modelScheme, error) {
 // judge runs the model over every trial's messages at rate bps and judges
 // them as a probe's trials are judged (outcomeOf).
 func (gs *guesser) judge(ctx context.Context, ms *modelScheme, bps float64) (search.Outcome, error) {
-	port := ms.port
-	port.RateBPS = bps
 	metas := gs.spec.ClassMetas(Point{Load: gs.spec.Traffic.Load, Rate: probeRate(bps)})
 	var trials []*report.TrialSummary
 	for n, sched := range gs.schedules {
 		if err := ctx.Err(); err != nil {
 			return search.Outcome{}, err
 		}
-		set, err := gs.model(ms, port, sched, gs.seeds[n])
+		set, err := gs.model(ms, bps, sched, gs.seeds[n])
 		if err != nil {
 			return search.Outcome{}, err
 		}
@@ -151,13 +149,15 @@ func (gs *guesser) judge(ctx context.Context, ms *modelScheme, bps float64) (sea
 }
 
 // model runs one schedule's messages to the receiver through the fluid
-// model of ms's port at port's rate, and returns them as records.
+// model of ms's port at bps, and returns them as records.
 //
 // Each message rides a connection of its sender's pool for its code
 // point, drawn at random as the tcp transport draws it (hosts/transport/tcp):
 // pool connections per sender and DSCP, the scheme's size classes giving
 // a code point to messages the schedule gives none.
-func (gs *guesser) model(ms *modelScheme, port fluid.Port, sched *Schedule, seed uint64) (*transport.Set, error) {
+func (gs *guesser) model(ms *modelScheme, bps float64, sched *Schedule, seed uint64) (*transport.Set, error) {
+	port := ms.port
+	port.RateBPS = bps
 	var msgs []transport.Message
 	var flows []fluid.Flow
 	pools := map[string]int{} // sender and code point → the first of its pool's connection numbers

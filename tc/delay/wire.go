@@ -512,25 +512,24 @@ const releaseChunk = 256
 
 // release lets every packet whose time has come go, one batched verdict
 // per line and at most releaseChunk packets per datagram, and counts how
-// late each one was.
+// late each one was. The lock covers only the count: Stats need not wait
+// while a verdict's system call forwards packets through the lab.
 func (w *Wire) release(now int64) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	room := releaseChunk
 	for i := range w.state {
 		ls := &w.state[i]
-		for {
-			n := 0
-			for n < len(ls.fifo) && n < room && ls.fifo[n].due <= now+w.early {
-				w.hist.add(time.Duration(now - ls.fifo[n].due))
-				n++
-			}
-			if n == 0 {
-				break
-			}
+		w.mu.Lock()
+		due := 0
+		for due < len(ls.fifo) && ls.fifo[due].due <= now+w.early {
+			w.hist.add(time.Duration(now - ls.fifo[due].due))
+			due++
+		}
+		w.mu.Unlock()
+		for due > 0 {
+			n := min(due, room)
 			w.q.verdict(uint16(i), ls.fifo[n-1].id, nfAccept, true)
-			ls.fifo = ls.fifo[n:]
-			if room -= n; room == 0 {
+			ls.fifo, due, room = ls.fifo[n:], due-n, room-n
+			if room == 0 {
 				if err := w.q.flush(); err != nil {
 					return err
 				}
