@@ -7,15 +7,14 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fabric-emu/fabric/internal/snmp"
 
 	"golang.org/x/sys/unix"
 
@@ -373,35 +372,12 @@ func UDPCounter(t testing.TB, ns Namespaces, host, field string) int {
 	t.Helper()
 	var n int
 	err := ns.Do(host, func() error {
-		// thread-self: the namespace of this (locked) thread, not of the
-		// process's first thread.
-		b, err := os.ReadFile("/proc/thread-self/net/snmp")
-		if err != nil {
-			return err
-		}
-		n, err = snmpField(string(b), "Udp:", field)
+		var err error
+		n, err = snmp.UDP(field)
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return n
-}
-
-// snmpField reads one counter of /proc/net/snmp, whose protocols each have
-// a line of names followed by a line of values.
-func snmpField(snmp, proto, field string) (int, error) {
-	lines := strings.Split(snmp, "\n")
-	for i := 0; i+1 < len(lines); i++ {
-		if !strings.HasPrefix(lines[i], proto) || !strings.HasPrefix(lines[i+1], proto) {
-			continue
-		}
-		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
-		for j, name := range names {
-			if name == field && j < len(values) {
-				return strconv.Atoi(values[j])
-			}
-		}
-	}
-	return 0, fmt.Errorf("no %s %s in /proc/net/snmp", proto, field)
 }

@@ -26,7 +26,7 @@ type endpoint struct {
 	pay  int           // message bytes per packet
 	iw   uint32        // the initial window in packets
 	rto  time.Duration // the least timeout (Args.RTO); rtt raises it to what the path takes
-	rtt  rttEstimator
+	rtt  transport.RTTEstimator
 	gap  time.Duration // one full-size packet's time on this host's link: the PULL spacing
 	port int
 

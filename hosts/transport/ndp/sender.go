@@ -187,7 +187,7 @@ func (e *endpoint) onAck(h header, now time.Time) {
 		}
 	} else {
 		if o.state[h.seq] == pktInFlight && !o.resent[h.seq] {
-			e.rtt.sample(now.Sub(o.sentAt[h.seq]))
+			e.rtt.Sample(now.Sub(o.sentAt[h.seq]))
 		}
 		e.ackOne(o, h.seq)
 	}
@@ -228,7 +228,7 @@ func (e *endpoint) ackBelow(o *outMsg, cum uint32) {
 // once, and pushing them all again overflowed it again (in a 3-to-1
 // incast with 1 % loss, 14736 timeouts for 20002 DATA packets).
 func (e *endpoint) retransmitTimedOut(now time.Time) {
-	rto := e.rtt.rto(e.rto)
+	rto := e.rtt.RTO(e.rto)
 	for _, o := range e.order {
 		timedOut := false
 		for s := o.low; s < o.next; s++ {
@@ -259,33 +259,4 @@ var pattern = func() []byte {
 
 func fill(b []byte, id uint64, off int64) {
 	copy(b, pattern[(id+uint64(off))%251:])
-}
-
-// rttEstimator times the round trips of DATA packets to their ACKs, as
-// TCP does (RFC 6298: smoothed RTT and its variation, gains 1/8 and 1/4,
-// Karn's rule: never a resent packet's), so that the timeout follows the
-// path: a fat tree's five queues of 8 jumbograms, or delay lines running
-// late on a busy machine, hold a packet far longer than the unloaded RTT
-// the contract gives. With the timeout fixed at 11.6 ms, ndp/permutation
-// resent 60 % of its packets needlessly.
-type rttEstimator struct {
-	srtt, rttvar time.Duration
-}
-
-func (r *rttEstimator) sample(d time.Duration) {
-	if r.srtt == 0 {
-		r.srtt, r.rttvar = d, d/2
-		return
-	}
-	diff := r.srtt - d
-	if diff < 0 {
-		diff = -diff
-	}
-	r.rttvar += (diff - r.rttvar) / 4
-	r.srtt += (d - r.srtt) / 8
-}
-
-// rto is the timeout: SRTT + 4 RTTVAR, never below floor (Args.RTO).
-func (r *rttEstimator) rto(floor time.Duration) time.Duration {
-	return max(floor, r.srtt+4*r.rttvar)
 }

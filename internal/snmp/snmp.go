@@ -1,0 +1,41 @@
+// Package snmp reads the kernel's per-namespace protocol counters
+// (/proc/net/snmp), such as UDP's RcvbufErrors: datagrams that arrived
+// whole and were dropped because the receiving socket's buffer was full,
+// a loss no transport sees on the wire and the lab's ports do not count.
+package snmp
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// UDP is one of the UDP counters of the network namespace of the calling
+// thread (thread-self: a goroutine locked into a host's namespace reads
+// that host's, not the process's first thread's).
+func UDP(field string) (int, error) {
+	b, err := os.ReadFile("/proc/thread-self/net/snmp")
+	if err != nil {
+		return 0, err
+	}
+	return Field(string(b), "Udp:", field)
+}
+
+// Field reads one counter of /proc/net/snmp's text, whose protocols each
+// have a line of names followed by a line of values.
+func Field(snmp, proto, field string) (int, error) {
+	lines := strings.Split(snmp, "\n")
+	for i := 0; i+1 < len(lines); i++ {
+		if !strings.HasPrefix(lines[i], proto) || !strings.HasPrefix(lines[i+1], proto) {
+			continue
+		}
+		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		for j, name := range names {
+			if name == field && j < len(values) {
+				return strconv.Atoi(values[j])
+			}
+		}
+	}
+	return 0, fmt.Errorf("no %s %s in /proc/net/snmp", proto, field)
+}
