@@ -19,13 +19,15 @@ type Args struct {
 	// the link rate (thesis Fig. 6.5); false sends every granted packet at
 	// once. Default true.
 	Pacer *bool `json:"pacer,omitempty"`
-	// ResendAfter is how long a receiver waits for a granted packet before
-	// it asks for the missing bytes (default 10 RTTs of a full packet one
-	// way and a grant back, RTTBytes at the link rate, at least 2 ms). A
-	// granted packet at a low scheduled priority can wait behind higher
-	// ones for several RTTs without being lost: a shorter timeout
-	// retransmits what is only queued (at 4 RTTs, 1 % of W4's packets at
-	// 80 % load arrived twice).
+	// ResendAfter is the least a receiver waits for a granted packet
+	// before it asks for the missing bytes (default 10 RTTs of a full
+	// packet one way and a grant back, RTTBytes at the link rate, at least
+	// 2 ms); what its grants have been taking to be answered raises it,
+	// and a sender's silence timeout is twice it, raised by what DONEs
+	// have been taking. A granted packet at a low scheduled priority can
+	// wait behind higher ones for several RTTs without being lost: a
+	// shorter timeout retransmits what is only queued (at 4 RTTs, 1 % of
+	// W4's packets at 80 % load arrived twice).
 	ResendAfter transport.Duration `json:"resend_after,omitempty"`
 	// Port is where Homa listens (default 4000).
 	Port int `json:"port,omitempty"`

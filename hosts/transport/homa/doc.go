@@ -22,9 +22,12 @@
 //   - Senders send the packet of the message with the fewest bytes left
 //     first, through a pacer that holds the NIC's queue to about one
 //     packet (Fig. 6.5); `pacer: false` turns it off.
-//   - Recovery: a receiver that hears nothing of a message for
-//     resend_after asks for the first missing range (RESEND); a sender
+//   - Recovery: a receiver that hears nothing of a message for its
+//     resend timeout asks for the first missing range (RESEND); a sender
 //     busy with shorter messages says so (BUSY); duplicates are dropped.
+//     Both ends' timeouts are resend_after or, when longer, what the
+//     other end has been taking to answer (SRTT + 4 RTTVAR): a machine
+//     the CPU holds up is slow, not lossy.
 //   - A packet's priority p travels as DSCP CS<p>; fabric's 8-band ports
 //     map CS7..CS0 to their strict bands, highest first.
 //
@@ -38,7 +41,10 @@
 //     DONE when a message is whole, which the thesis's RPCs replace with
 //     their response; a sender re-sends a message's first packet if its
 //     receiver stays silent, since a receiver cannot ask for a message it
-//     never saw.
+//     never saw. The receiver answers such a packet with BUSY when it
+//     holds the message, after which the sender leaves recovery to it;
+//     and at most a few messages per receiver are being re-sent at a
+//     time, so that a slow receiver is not buried in re-sent packets.
 //   - Cut-offs from the experiment's workload, not measured by receivers.
 //   - The pacer runs in a Go thread sleeping in nanosleep: on this machine
 //     a wake-up is late by tens of µs, so the pacer allows two packets of

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -344,4 +345,160 @@ func TestResendSendsEachByteOnce(t *testing.T) {
 	if off, ok := send(); ok {
 		t.Fatalf("a packet at %d went beyond what the RESEND asked for", off)
 	}
+}
+
+// A sender re-sends first packets of silent messages to one receiver for
+// at most probeSlots of them at a time, and another only when one of
+// those is answered; a message its receiver has spoken of is not re-sent
+// while it waits for a grant, and, once all of it has gone, only after
+// the longest backed-off timeout (its DONE may be lost).
+func TestSilentRetriesAreBounded(t *testing.T) {
+	e, args := handPicked(t)
+	pay := int64(e.mtuPay)
+	buf := make([]byte, HeaderLen+e.mtuPay)
+	sendAll := func() (ids []uint64) {
+		t.Helper()
+		for {
+			_, _, pkt, ok := e.nextPacket(buf)
+			if !ok {
+				return ids
+			}
+			h, err := parseHeader(pkt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, h.id)
+		}
+	}
+	const silent = probeSlots + 3
+	for id := range uint64(silent) {
+		e.start(transport.Message{ID: id + 1, Size: pay})
+	}
+	// Message 100 needs grants, 101 fits in RTTbytes: both are heard of.
+	e.start(transport.Message{ID: 100, Size: args.RTTBytes + 5*pay})
+	e.start(transport.Message{ID: 101, Size: pay})
+	if got := len(sendAll()); got != silent+2+int(args.RTTBytes/pay) {
+		t.Fatalf("sent %d packets before any retry", got)
+	}
+	now := time.Now()
+	e.onControl(netip.Addr{}, header{typ: typeBusy, id: 100}, now)
+	e.onControl(netip.Addr{}, header{typ: typeBusy, id: 101}, now)
+	timeout := 2 * time.Duration(args.ResendAfter)
+
+	later := now.Add(timeout + time.Millisecond)
+	e.retrySilent(later)
+	probed := sendAll()
+	if len(probed) != probeSlots || slices.Contains(probed, 100) || slices.Contains(probed, 101) {
+		t.Fatalf("after one timeout the retries were for %v: want %d of the %d never-heard messages", probed, probeSlots, silent)
+	}
+	// Nothing more until one is answered; then one more, not a retry of
+	// the others (their timeout doubled).
+	e.retrySilent(later.Add(time.Millisecond))
+	if again := sendAll(); len(again) != 0 {
+		t.Fatalf("with every slot taken, %v were re-sent", again)
+	}
+	e.onControl(netip.Addr{}, header{typ: typeDone, id: probed[0]}, later)
+	e.retrySilent(later.Add(timeout + time.Millisecond))
+	next := sendAll()
+	if len(next) != 1 || slices.Contains(probed, next[0]) {
+		t.Fatalf("after one answer the retries were %v, want one message not retried before (retried: %v)", next, probed)
+	}
+	// The heard-of messages, alone now: 100 waits for its grant however
+	// long; 101, all sent, is retried after the longest backed-off
+	// timeout only.
+	for id := range uint64(silent) {
+		e.onControl(netip.Addr{}, header{typ: typeDone, id: id + 1}, later)
+	}
+	// Those DONEs of messages never re-sent were timed: the timeout is
+	// now what they took, if longer.
+	timeout = e.doneRTT.RTO(timeout)
+	e.retrySilent(now.Add(backoff(timeout, maxBackoffs) - time.Millisecond))
+	if got := sendAll(); len(got) != 0 {
+		t.Fatalf("heard-of messages were re-sent early: %v", got)
+	}
+	e.retrySilent(now.Add(backoff(timeout, maxBackoffs) + time.Millisecond))
+	if got := sendAll(); !slices.Contains(got, 101) || slices.Contains(got, 100) {
+		t.Fatalf("after the longest timeout the retries were %v, want 101's and never 100's", got)
+	}
+}
+
+// A receiver answers a re-sent first packet of a message it holds but has
+// not finished with BUSY, of one it finished with DONE, and other
+// duplicates with nothing.
+func TestReceiverAnswersRetries(t *testing.T) {
+	e, args := handPicked(t)
+	var controls []uint8
+	e.tx = func(_ netip.Addr, _ uint8, b []byte) { controls = append(controls, b[0]) }
+	e.w = records(t)
+	pay := uint32(e.mtuPay)
+	size := uint32(args.RTTBytes) + 3*pay
+	data := func(id uint64, off, n uint32) {
+		e.onData(netip.Addr{}, header{typ: typeData, id: id, size: size, offset: off, length: n}, time.Now())
+	}
+	data(1, 0, pay)
+	data(1, pay, pay)
+	controls = nil
+	data(1, 0, pay)
+	data(1, pay, pay)
+	if !slices.Equal(controls, []uint8{typeBusy}) {
+		t.Fatalf("two duplicates of an unfinished message (at 0, then later) got %v, want one BUSY", controls)
+	}
+	small := uint32(10)
+	e.onData(netip.Addr{}, header{typ: typeData, id: 2, size: small, offset: 0, length: small}, time.Now())
+	controls = nil
+	e.onData(netip.Addr{}, header{typ: typeData, id: 2, size: small, offset: 0, length: small}, time.Now())
+	if !slices.Equal(controls, []uint8{typeDone}) {
+		t.Fatalf("a duplicate of a finished message got %v, want DONE", controls)
+	}
+}
+
+// A receiver whose grants are answered slowly waits longer before it asks
+// again: its resend timeout follows the time from a GRANT to the packet
+// that ends what the GRANT allowed.
+func TestResendTimeoutFollowsGrantAnswers(t *testing.T) {
+	e, args := handPicked(t)
+	var resends int
+	e.tx = func(_ netip.Addr, _ uint8, b []byte) {
+		if b[0] == typeResend {
+			resends++
+		}
+	}
+	e.w = records(t)
+	pay := uint32(e.mtuPay)
+	size := uint32(args.RTTBytes) + 20*pay
+	start := time.Now()
+	// The first packet brings a GRANT; the packet ending what it allowed
+	// comes 50 resend timeouts later.
+	e.onData(netip.Addr{}, header{typ: typeData, id: 1, size: size, offset: 0, length: pay}, start)
+	im := e.incoming[1]
+	if im == nil || im.grantAt.IsZero() {
+		t.Fatal("the first packet of a long message brought no GRANT")
+	}
+	slow := 50 * time.Duration(args.ResendAfter)
+	end := uint32(im.granted)
+	arrived := im.grantAt.Add(slow)
+	e.onData(netip.Addr{}, header{typ: typeData, id: 1, size: size, offset: end - pay, length: pay}, arrived)
+	if rto := e.grantRTT.RTO(0); rto < slow {
+		t.Fatalf("after a grant answered in %v the resend timeout is %v", slow, rto)
+	}
+	e.resendStalled(arrived.Add(2 * time.Duration(args.ResendAfter)))
+	if resends != 0 {
+		t.Fatalf("asked again %d times after 2 fixed timeouts, though grants take %v", resends, slow)
+	}
+	e.resendStalled(arrived.Add(e.grantRTT.RTO(0) + time.Millisecond))
+	if resends != 1 {
+		t.Fatalf("asked again %d times after the measured timeout, want 1", resends)
+	}
+}
+
+// records is a records file in the test's directory, for a receiver that
+// completes messages.
+func records(t *testing.T) *transport.Writer {
+	t.Helper()
+	w, err := transport.OpenRecords(filepath.Join(t.TempDir(), "records.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return w
 }

@@ -18,6 +18,11 @@ type inMsg struct {
 	prio     uint8             // the priority of the latest grant
 	lastData time.Time
 	asked    int // RESENDs since the last new data: each doubles the next wait
+	// grantAt is when the latest GRANT went, until the packet that ends
+	// what it allowed arrives: the time between them is how long this
+	// receiver's grants take to be answered.
+	grantAt time.Time
+	resent  bool // it has been asked for again: its answers time nothing (Karn)
 }
 
 // remaining is what the grant scheduler ranks messages by (SRPT).
@@ -41,11 +46,23 @@ func (e *endpoint) onData(src netip.Addr, h header, now time.Time) {
 	im.lastData = now
 	if _, dup := im.got[h.offset]; dup {
 		e.stats.Dups++
+		if h.offset == 0 {
+			// Its sender heard nothing and asks whether the message
+			// arrived: BUSY says it did, and that this receiver will grant
+			// or ask for the rest.
+			e.control(src, header{typ: typeBusy, id: h.id})
+		}
 		return
 	}
 	im.got[h.offset] = h.length
 	im.bytes += int64(h.length)
 	im.asked = 0
+	if !im.grantAt.IsZero() && int64(h.offset)+int64(h.length) >= im.granted {
+		if !im.resent {
+			e.grantRTT.Sample(now.Sub(im.grantAt))
+		}
+		im.grantAt = time.Time{}
+	}
 	if im.bytes >= im.size {
 		e.complete(im, now)
 	}
@@ -87,6 +104,7 @@ func (e *endpoint) grant() {
 		// Grant a packet's worth at a time, or a new priority at once.
 		if target >= im.granted+int64(e.mtuPay) || target == im.size || prio != im.prio {
 			im.granted, im.prio = max(im.granted, target), prio
+			im.grantAt = time.Now()
 			e.control(im.src, header{typ: typeGrant, prio: prio, id: im.id, offset: uint32(im.granted)})
 			e.stats.Grants++
 		}
@@ -110,11 +128,17 @@ func byRemaining(a, b *inMsg) int {
 }
 
 // resendStalled asks for the first missing bytes of every message that
-// has had no packet for ResendAfter (§7.1: receivers detect loss), and
-// twice as long after each RESEND that brought nothing new.
+// has had no packet for the resend timeout (§7.1: receivers detect loss),
+// and twice as long after each RESEND that brought nothing new. The
+// timeout is ResendAfter or, when longer, what grants have been taking to
+// be answered (SRTT + 4 RTTVAR, from a GRANT to the packet that ends what
+// it allowed): a sender, its pacer or this receiver's own socket that the
+// CPU holds up is slow, not lossy, and asking it again only adds
+// packets to the load that made it slow.
 func (e *endpoint) resendStalled(now time.Time) {
+	timeout := e.grantRTT.RTO(time.Duration(e.args.ResendAfter))
 	for _, im := range e.incoming {
-		if now.Sub(im.lastData) < backoff(time.Duration(e.args.ResendAfter), im.asked) {
+		if now.Sub(im.lastData) < backoff(timeout, im.asked) {
 			continue
 		}
 		off, end := im.firstMissing()
@@ -125,6 +149,7 @@ func (e *endpoint) resendStalled(now time.Time) {
 		e.stats.Resends++
 		im.lastData = now
 		im.asked++
+		im.resent = true
 	}
 }
 
@@ -153,4 +178,7 @@ func (im *inMsg) firstMissing() (off, end int64) {
 // that were only late (a CPU-saturated machine, delay lines 12 ms behind)
 // were asked for and resent again and again, at 100 Mbit/s on W4 40 % of
 // the data a receiver got were duplicates, which loaded the CPU further.
-func backoff(timeout time.Duration, n int) time.Duration { return timeout << min(n, 4) }
+func backoff(timeout time.Duration, n int) time.Duration { return timeout << min(n, maxBackoffs) }
+
+// maxBackoffs is how many times a timeout doubles at most.
+const maxBackoffs = 4

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fabric-emu/fabric/hosts/transport"
 	"github.com/fabric-emu/fabric/hosts/workload"
+	"github.com/fabric-emu/fabric/internal/snmp"
 )
 
 // Run is Homa's process on one host under the transport contract: it
@@ -59,9 +60,15 @@ func Run(ctx context.Context, env *transport.Env, stdout io.Writer, log *slog.Lo
 	st := e.stats
 	e.mu.Unlock()
 	pkts := e.pktsOut.Load() + e.pktsIn.Load()
+	// Datagrams this host's full socket buffers dropped: an overloaded
+	// receiver's loss, which no port counts.
+	rcvbufDrops, err := snmp.UDP("RcvbufErrors")
+	if err != nil {
+		log.Warn("udp counters", "err", err)
+	}
 	log.Info("homa stats", "data_sent", st.DataSent, "data_recv", st.DataRecv, "dups", st.Dups, "grants", st.Grants,
 		"resends", st.Resends, "busy", st.Busy, "retransmitted", st.Retransmitted, "first_resends", st.FirstResends,
-		"max_active", st.MaxActive, "degree", prio.Scheduled(), "packets", pkts, "cpu_us", cpuTime().Microseconds())
+		"max_active", st.MaxActive, "degree", prio.Scheduled(), "packets", pkts, "rcvbuf_drops", rcvbufDrops, "cpu_us", cpuTime().Microseconds())
 	return errors.Join(w.Sender(late), w.Close())
 }
 

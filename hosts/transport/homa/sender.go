@@ -18,8 +18,17 @@ type outMsg struct {
 	granted   int64  // bytes it may send: RTTbytes at first, then grants
 	schedPrio uint8  // the priority of the latest grant
 	resend    []span // byte ranges the receiver asked for again
-	lastHeard time.Time
-	retries   int // first packets resent since the receiver last spoke
+	// lastSent is when all it may send last went, lastHeard when its
+	// receiver last spoke of it: silence counts from the later, not from
+	// its start, or a message held up behind shorter ones at its own
+	// sender is taken for lost the moment its last packet goes.
+	lastSent, lastHeard time.Time
+	retries             int  // first packets resent since the receiver last spoke
+	probed              bool // it has been resent unasked: its DONE times nothing (Karn)
+	probing             bool // a re-sent first packet awaits an answer: it holds a probe slot
+	// known: the receiver has spoken of it (GRANT, RESEND or BUSY), so it
+	// holds the message and asks for what it lacks itself (§7.1).
+	known     bool
 	heapIndex int // its place in the endpoint's ready heap, -1 when not in it
 }
 
@@ -65,7 +74,7 @@ func (e *endpoint) start(m transport.Message) {
 		return
 	}
 	o := &outMsg{m: m, dst: m.DstAddr, size: m.Size, granted: min(e.args.RTTBytes, m.Size),
-		schedPrio: e.prio.Sched(0), lastHeard: time.Now(), heapIndex: -1}
+		schedPrio: e.prio.Sched(0), heapIndex: -1}
 	e.mu.Lock()
 	e.outgoing[m.ID] = o
 	e.updateReady(o)
@@ -96,6 +105,9 @@ func (e *endpoint) nextPacket(buf []byte) (netip.Addr, uint8, []byte, bool) {
 		best.next = end
 	}
 	e.updateReady(best)
+	if best.heapIndex < 0 {
+		best.lastSent = time.Now() // all it may send has gone: its silence starts
+	}
 	prio := best.schedPrio
 	if off < e.args.RTTBytes {
 		prio = e.prio.Unsched(best.size - off)
@@ -146,19 +158,22 @@ const pacerLead = 200 * time.Microsecond
 
 // onControl handles what a receiver tells this sender.
 func (e *endpoint) onControl(src netip.Addr, h header, now time.Time) {
-	switch h.typ {
-	case typeBusy: // a receiver's message: its sender is busy, not lost
-		if im := e.incoming[h.id]; im != nil {
+	if h.typ == typeBusy {
+		if im := e.incoming[h.id]; im != nil { // from its sender: busy, not lost
 			im.lastData = now
 			e.stats.Busy++
+			return
 		}
-		return
 	}
 	o := e.outgoing[h.id]
 	if o == nil {
 		return // finished (DONE) or unknown
 	}
-	o.lastHeard, o.retries = now, 0
+	o.lastHeard, o.retries, o.known = now, 0, true
+	if o.probing {
+		o.probing = false
+		e.probes[o.dst]--
+	}
 	switch h.typ {
 	case typeGrant:
 		o.granted = max(o.granted, min(int64(h.offset), o.size))
@@ -180,6 +195,9 @@ func (e *endpoint) onControl(src netip.Addr, h header, now time.Time) {
 		e.updateReady(o)
 		e.pacer.Kick()
 	case typeDone:
+		if !o.probed && o.heapIndex < 0 {
+			e.doneRTT.Sample(now.Sub(o.lastSent))
+		}
 		delete(e.outgoing, h.id)
 		delete(e.waiting, o)
 		if o.heapIndex >= 0 {
@@ -241,19 +259,53 @@ func (e *endpoint) shorterPending(o *outMsg) bool {
 }
 
 // retrySilent re-sends the first packet of a message whose receiver has
-// said nothing for two resend timeouts (backed off after each retry)
-// although everything it may send has gone: all of its packets may have
-// been lost, and a receiver cannot ask for a message it never saw (§7.1
-// relies on the RPC's response for this; a one-way message has none).
+// said nothing for the silence timeout (backed off after each retry)
+// since everything it may send went: all of its packets may have been
+// lost, and a receiver cannot ask for a message it never saw (§7.1 relies
+// on the RPC's response for this; a one-way message has none). Once the
+// receiver has spoken of a message it asks for what it lacks itself, and
+// the sender re-sends only to recover a lost DONE, at the longest
+// backed-off timeout.
+//
+// The timeout is two resend timeouts or, when longer, what DONEs have
+// been taking (SRTT + 4 RTTVAR), and at most probeSlots messages to one
+// receiver await an answer to a re-sent packet at a time.
 func (e *endpoint) retrySilent(now time.Time) {
+	timeout := e.doneRTT.RTO(2 * time.Duration(e.args.ResendAfter))
 	for o := range e.waiting {
-		if now.Sub(o.lastHeard) > backoff(2*time.Duration(e.args.ResendAfter), o.retries) {
+		wait := backoff(timeout, o.retries)
+		if o.known {
+			if o.next < o.size {
+				continue // waiting for a grant, which its receiver owes it
+			}
+			wait = backoff(timeout, maxBackoffs)
+		}
+		if now.Sub(o.lastSent) > wait && now.Sub(o.lastHeard) > wait {
+			if !o.probing {
+				if e.probes[o.dst] >= probeSlots {
+					continue
+				}
+				o.probing = true
+				e.probes[o.dst]++
+			}
 			o.askAgain(0, int64(e.mtuPay))
 			e.updateReady(o)
-			o.lastHeard = now
+			o.lastHeard = now // counts from the retry, however long it waits to go
 			o.retries++
+			o.probed = true
 			e.stats.FirstResends++
 			e.pacer.Signal()
 		}
 	}
 }
+
+// probeSlots is how many messages to one receiver may await an answer to
+// a re-sent first packet at once. A silent receiver may be slow rather
+// than lossy, and then every message to it falls silent together: with a
+// retry per message, on a CPU-saturated machine (BenchmarkHomaCPUPerPacket's
+// lab, 2026-11-28) re-sent first packets were 85 % of all that senders
+// sent, and the receiver's socket, full of them, dropped 85 % of what
+// arrived. With slots, retries go as fast as the receiver answers them,
+// as TCP's retransmission timer re-sends one segment, not every one in
+// flight.
+const probeSlots = 4

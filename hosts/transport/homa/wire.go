@@ -12,8 +12,10 @@ import (
 //
 // DATA carries bytes [offset, offset+length) of the message after the
 // header. GRANT allows the sender to send up to offset, at priority.
-// RESEND asks again for [offset, offset+length). BUSY answers a RESEND the
-// sender cannot serve yet. DONE tells the sender the message arrived whole
+// RESEND asks again for [offset, offset+length). BUSY, from a sender,
+// answers a RESEND it cannot serve yet; from a receiver, it answers a
+// sender's re-sent first packet of a message it holds but has not
+// finished. DONE tells the sender the message arrived whole
 // (a one-way message has no response to do that, see doc.go).
 const (
 	typeData   = 1
