@@ -8,9 +8,9 @@ import "time"
 // what it resent), so that its timeout follows what the lab and the
 // machine do now: a fat tree's queues, or delay lines and receivers a
 // busy CPU holds up, keep a packet far longer than the unloaded RTT the
-// contract gives. With fixed timeouts, ndp/permutation resent 60 % of its
-// packets needlessly, and Homa's senders at 100 Mbit/s re-sent first
-// packets until the receiver's socket dropped 85 % of what arrived.
+// contract gives. With a fixed timeout, ndp/permutation resent 60 % of its
+// packets needlessly; Homa's, fixed, took a CPU-starved receiver's
+// slowness for loss.
 type RTTEstimator struct {
 	srtt, rttvar time.Duration
 }

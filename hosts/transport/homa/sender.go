@@ -303,8 +303,8 @@ func (e *endpoint) retrySilent(now time.Time) {
 // a re-sent first packet at once. A silent receiver may be slow rather
 // than lossy, and then every message to it falls silent together: with a
 // retry per message, on a CPU-saturated machine (BenchmarkHomaCPUPerPacket's
-// lab, 2026-11-28) re-sent first packets were 85 % of all that senders
-// sent, and the receiver's socket, full of them, dropped 85 % of what
+// lab, 2026-11-28) re-sent first packets were 85 % of the DATA senders
+// sent, and the receiver's socket, full of them, dropped 91 % of what
 // arrived. With slots, retries go as fast as the receiver answers them,
 // as TCP's retransmission timer re-sends one segment, not every one in
 // flight.
