@@ -54,7 +54,7 @@ type endpoint struct {
 	// silence timeout; grantRTT times grants to the packets they allowed,
 	// for the receiver's resend timeout.
 	doneRTT, grantRTT transport.RTTEstimator
-	probes            map[netip.Addr]int // messages awaiting an answer to a re-sent packet, by receiver
+	retrying          map[netip.Addr]int // messages awaiting an answer to a re-sent packet, by receiver
 	stats             Stats
 	// Every packet through the sockets, data and control, for the CPU
 	// cost per packet (the pacer sends without the lock).
@@ -72,7 +72,7 @@ type Stats struct {
 func newEndpoint(env *transport.Env, args Args, prio Priorities, w *transport.Writer, sched []transport.Message, log *slog.Logger) *endpoint {
 	e := &endpoint{env: env, args: args, prio: prio, log: log, w: w, mtuPay: payloadSize(env.MTU), port: args.Port,
 		outgoing: map[uint64]*outMsg{}, waiting: map[*outMsg]struct{}{}, incoming: map[uint64]*inMsg{},
-		done: map[uint64]bool{}, schedule: transport.ByID(sched), probes: map[netip.Addr]int{}}
+		done: map[uint64]bool{}, schedule: transport.ByID(sched), retrying: map[netip.Addr]int{}}
 	e.pacer = transport.NewPacer(pacerLead, HeaderLen+e.mtuPay, dataSource{e})
 	return e
 }

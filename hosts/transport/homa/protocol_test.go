@@ -348,7 +348,7 @@ func TestResendSendsEachByteOnce(t *testing.T) {
 }
 
 // A sender re-sends first packets of silent messages to one receiver for
-// at most probeSlots of them at a time, and another only when one of
+// at most retrySlots of them at a time, and another only when one of
 // those is answered; a message its receiver has spoken of is not re-sent
 // while it waits for a grant, and, once all of it has gone, only after
 // the longest backed-off timeout (its DONE may be lost).
@@ -370,7 +370,7 @@ func TestSilentRetriesAreBounded(t *testing.T) {
 			ids = append(ids, h.id)
 		}
 	}
-	const silent = probeSlots + 3
+	const silent = retrySlots + 3
 	for id := range uint64(silent) {
 		e.start(transport.Message{ID: id + 1, Size: pay})
 	}
@@ -388,8 +388,8 @@ func TestSilentRetriesAreBounded(t *testing.T) {
 	later := now.Add(timeout + time.Millisecond)
 	e.retrySilent(later)
 	probed := sendAll()
-	if len(probed) != probeSlots || slices.Contains(probed, 100) || slices.Contains(probed, 101) {
-		t.Fatalf("after one timeout the retries were for %v: want %d of the %d never-heard messages", probed, probeSlots, silent)
+	if len(probed) != retrySlots || slices.Contains(probed, 100) || slices.Contains(probed, 101) {
+		t.Fatalf("after one timeout the retries were for %v: want %d of the %d never-heard messages", probed, retrySlots, silent)
 	}
 	// Nothing more until one is answered; then one more, not a retry of
 	// the others (their timeout doubled).

@@ -24,8 +24,8 @@ type outMsg struct {
 	// sender is taken for lost the moment its last packet goes.
 	lastSent, lastHeard time.Time
 	retries             int  // first packets resent since the receiver last spoke
-	probed              bool // it has been resent unasked: its DONE times nothing (Karn)
-	probing             bool // a re-sent first packet awaits an answer: it holds a probe slot
+	retried             bool // it has been re-sent unasked: its DONE times nothing (Karn)
+	holdsSlot           bool // a re-sent first packet of it awaits an answer (see retrySlots)
 	// known: the receiver has spoken of it (GRANT, RESEND or BUSY), so it
 	// holds the message and asks for what it lacks itself (§7.1).
 	known     bool
@@ -170,9 +170,9 @@ func (e *endpoint) onControl(src netip.Addr, h header, now time.Time) {
 		return // finished (DONE) or unknown
 	}
 	o.lastHeard, o.retries, o.known = now, 0, true
-	if o.probing {
-		o.probing = false
-		e.probes[o.dst]--
+	if o.holdsSlot {
+		o.holdsSlot = false
+		e.retrying[o.dst]--
 	}
 	switch h.typ {
 	case typeGrant:
@@ -195,7 +195,7 @@ func (e *endpoint) onControl(src netip.Addr, h header, now time.Time) {
 		e.updateReady(o)
 		e.pacer.Kick()
 	case typeDone:
-		if !o.probed && o.heapIndex < 0 {
+		if !o.retried && o.heapIndex < 0 {
 			e.doneRTT.Sample(now.Sub(o.lastSent))
 		}
 		delete(e.outgoing, h.id)
@@ -268,7 +268,7 @@ func (e *endpoint) shorterPending(o *outMsg) bool {
 // backed-off timeout.
 //
 // The timeout is two resend timeouts or, when longer, what DONEs have
-// been taking (SRTT + 4 RTTVAR), and at most probeSlots messages to one
+// been taking (SRTT + 4 RTTVAR), and at most retrySlots messages to one
 // receiver await an answer to a re-sent packet at a time.
 func (e *endpoint) retrySilent(now time.Time) {
 	timeout := e.doneRTT.RTO(2 * time.Duration(e.args.ResendAfter))
@@ -281,25 +281,25 @@ func (e *endpoint) retrySilent(now time.Time) {
 			wait = backoff(timeout, maxBackoffs)
 		}
 		if now.Sub(o.lastSent) > wait && now.Sub(o.lastHeard) > wait {
-			if !o.probing {
-				if e.probes[o.dst] >= probeSlots {
+			if !o.holdsSlot {
+				if e.retrying[o.dst] >= retrySlots {
 					continue
 				}
-				o.probing = true
-				e.probes[o.dst]++
+				o.holdsSlot = true
+				e.retrying[o.dst]++
 			}
 			o.askAgain(0, int64(e.mtuPay))
 			e.updateReady(o)
 			o.lastHeard = now // counts from the retry, however long it waits to go
 			o.retries++
-			o.probed = true
+			o.retried = true
 			e.stats.FirstResends++
 			e.pacer.Signal()
 		}
 	}
 }
 
-// probeSlots is how many messages to one receiver may await an answer to
+// retrySlots is how many messages to one receiver may await an answer to
 // a re-sent first packet at once. A silent receiver may be slow rather
 // than lossy, and then every message to it falls silent together: with a
 // retry per message, on a CPU-saturated machine (BenchmarkHomaCPUPerPacket's
@@ -308,4 +308,4 @@ func (e *endpoint) retrySilent(now time.Time) {
 // arrived. With slots, retries go as fast as the receiver answers them,
 // as TCP's retransmission timer re-sends one segment, not every one in
 // flight.
-const probeSlots = 4
+const retrySlots = 4
