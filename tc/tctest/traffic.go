@@ -14,10 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fabric-emu/fabric/internal/snmp"
-
 	"golang.org/x/sys/unix"
 
+	"github.com/fabric-emu/fabric/internal/snmp"
 	"github.com/fabric-emu/fabric/tc"
 )
 
