@@ -66,7 +66,7 @@ func (e *endpoint) onData(src netip.Addr, h header, now time.Time) {
 	if im.bytes >= im.size {
 		e.complete(im, now)
 	}
-	e.grant()
+	e.grant(now)
 }
 
 // complete records a whole message and tells its sender.
@@ -89,7 +89,9 @@ func (e *endpoint) complete(im *inMsg, now time.Time) {
 // fewest bytes left, at most one per scheduled priority level (the degree
 // of overcommitment), are active; each is granted enough to keep RTTbytes
 // on the way, at the scheduled level of its rank, the shortest highest.
-func (e *endpoint) grant() {
+// now is when the packet that prompted it arrived: a GRANT's answer is
+// timed from it, with no clock read per GRANT.
+func (e *endpoint) grant(now time.Time) {
 	k := e.prio.Scheduled()
 	active := 0
 	for _, im := range sortedBy(e.incoming, byRemaining) {
@@ -104,7 +106,7 @@ func (e *endpoint) grant() {
 		// Grant a packet's worth at a time, or a new priority at once.
 		if target >= im.granted+int64(e.mtuPay) || target == im.size || prio != im.prio {
 			im.granted, im.prio = max(im.granted, target), prio
-			im.grantAt = time.Now()
+			im.grantAt = now
 			e.control(im.src, header{typ: typeGrant, prio: prio, id: im.id, offset: uint32(im.granted)})
 			e.stats.Grants++
 		}
