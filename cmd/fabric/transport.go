@@ -35,7 +35,7 @@ prints "ready", sends its schedule, writes records, and exits 0 on SIGTERM.`,
 				return badInput(err)
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("transport", args[0], "host", env.Host)
-			return builtin.Profiled(run)(cmd.Context(), env, cmd.OutOrStdout(), log)
+			return builtin.Process(run)(cmd.Context(), env, cmd.OutOrStdout(), log)
 		},
 	}
 }
