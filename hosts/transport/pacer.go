@@ -50,6 +50,12 @@ type Source interface {
 	// NewPacer); false when there is nothing to send.
 	Next(buf []byte) (Packet, bool)
 	Send(Packet)
+	// Pending reports whether Next may have a packet now (true when
+	// unsure). After Kick sends, it wakes the loop only then: most of
+	// Homa's messages are one packet, and waking the loop's thread
+	// after each just to find nothing to send was a thread hand-off per
+	// message.
+	Pending() bool
 }
 
 // NewPacer returns an idle pacer with the given MaxLead that sends src's
@@ -90,7 +96,9 @@ func (p *Pacer) Kick() {
 	if pkt, ok := p.src.Next(p.kickBuf); ok {
 		p.Reserve(now, pkt.Gap)
 		p.src.Send(pkt)
-		p.Signal() // the loop sends what remains when it is due
+		if p.src.Pending() {
+			p.Signal() // the loop sends what remains when it is due
+		}
 	}
 }
 

@@ -57,6 +57,8 @@ func (c *countdown) Next(buf []byte) (Packet, bool) {
 	return Packet{Data: buf[:1], Gap: 20 * time.Millisecond}, true
 }
 
+func (c *countdown) Pending() bool { return c.left > 0 }
+
 func (c *countdown) Send(p Packet) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -101,5 +103,24 @@ func TestPacerKickAndRun(t *testing.T) {
 	// Sleeps are only ever late, so each slot is a lower bound.
 	if d := sent[3].Sub(sent[0]); d < 40*time.Millisecond {
 		t.Errorf("4 packets of 20 ms took %v from the first to the last, want ≥ 40 ms", d)
+	}
+}
+
+// Kick wakes the loop after its own send only when more is pending: a
+// one-packet message must not cost the loop's thread a wake-up.
+func TestKickWakesTheLoopOnlyForMore(t *testing.T) {
+	for _, c := range []struct {
+		left     int
+		wantWake bool
+	}{{1, false}, {2, true}} {
+		src := &countdown{left: c.left}
+		p := NewPacer(0, 1, src)
+		p.Kick()
+		if src.count() != 1 {
+			t.Fatalf("%d packets left: Kick on an idle link sent %d, want 1", c.left, src.count())
+		}
+		if woke := len(p.wake) == 1; woke != c.wantWake {
+			t.Errorf("%d packets left: Kick rang the loop: %v, want %v", c.left, woke, c.wantWake)
+		}
 	}
 }

@@ -142,6 +142,9 @@ func (s dataSource) Next(buf []byte) (transport.Packet, bool) {
 	return transport.Packet{To: dst, Tag: int(prio), Data: pkt, Gap: gap}, true
 }
 
+// Pending reports whether a message has a packet it may send now.
+func (s dataSource) Pending() bool { return len(s.e.ready) > 0 }
+
 // Send puts a DATA packet on the wire at its priority.
 func (s dataSource) Send(p transport.Packet) { s.e.tx(p.To, uint8(p.Tag), p.Data) }
 

@@ -249,6 +249,9 @@ func (s pullSource) Next(buf []byte) (transport.Packet, bool) {
 	}
 }
 
+// Pending reports whether a PULL is queued.
+func (s pullSource) Pending() bool { return !s.e.pulls.empty() }
+
 // Send puts a PULL on the wire through the control socket.
 func (s pullSource) Send(p transport.Packet) { s.e.tx(p.To, -1, p.Data) }
 

@@ -141,6 +141,9 @@ func (s dataSource) Next(buf []byte) (transport.Packet, bool) {
 	return transport.Packet{To: o.dst, Tag: e.spray % e.args.Paths, Data: pkt, Gap: frameTime(e.env, 20+8+len(pkt))}, true
 }
 
+// Pending reports whether a message may send a packet now.
+func (s dataSource) Pending() bool { return slices.ContainsFunc(s.e.order, (*outMsg).sendable) }
+
 // Send puts a DATA packet on the wire through its path's source port.
 func (s dataSource) Send(p transport.Packet) { s.e.tx(p.To, p.Tag, p.Data) }
 
