@@ -54,17 +54,17 @@ func Has(name string) bool { return slices.Contains(Names(), name) }
 // starts one per host): on one processor (GOMAXPROCS=1, unless the
 // environment sets GOMAXPROCS), and profiled when EnvCPUProfile is set.
 //
-// One processor because a lab runs a transport process on every host, many
-// more runnable processes than the machine has cores, and each does a few
-// µs of work per wake-up, and a Homa sender's profile put ~41 % of its
-// samples in Go's scheduler (findRunnable, netpoll, futex): a second
+// One processor because a lab runs a transport process on every host,
+// many more runnable processes than the machine has cores, each doing a
+// few µs of work per wake-up; a Homa sender's profile put ~41 % of its
+// samples in Go's scheduler (findRunnable, netpoll, futex), and a second
 // processor mostly adds a thread that wakes, looks for work and sleeps
-// again. BenchmarkHomaCPUPerPacket's spec, four runs of 2
-// trials each way, alternating (2026-11-28): 36.0 µs of Homa CPU per
-// packet against 39.1, the CPU saturated in 48 % of samples against 60 %,
-// and the shortest half's p99 slowdown 49-86 against 91-164. Kernel TCP
-// (cubic) on the same lab and schedule, two runs each way: the CPU
-// saturated in 2-10 % of samples against 19-27 %.
+// again. BenchmarkHomaCPUPerPacket's spec, four runs of 2 trials each
+// way, alternating (2026-11-28): 36.0 µs of Homa CPU per packet against
+// 39.1, the CPU saturated in 48 % of samples against 60 %, and the
+// shortest half's p99 slowdown 49-86 against 91-164. Kernel TCP (cubic)
+// on the same lab and schedule, two runs each way: the CPU saturated in
+// 2-10 % of samples against 19-27 %.
 func Process(run Run) Run {
 	if os.Getenv("GOMAXPROCS") == "" {
 		run = onOneProcessor(run)
