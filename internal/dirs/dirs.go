@@ -1,7 +1,7 @@
 // Package dirs lists the per-lab entries that fabric keeps in several
 // places (state under /run/fabric, pinned BPF maps under /sys/fs/bpf/fabric,
 // namespaces under /run/netns), so that every listing treats a missing
-// root the same way.
+// root the same way, and names the directory of fabric's lasting state.
 package dirs
 
 import (
@@ -35,4 +35,18 @@ func Names(root string, keep func(fs.DirEntry) bool) ([]string, error) {
 	}
 	sort.Strings(names)
 	return names, nil
+}
+
+// StateEnv names a directory that replaces State's default: tests keep
+// their own, and a user may keep fabric's state elsewhere.
+const StateEnv = "FABRIC_STATE_DIR"
+
+// State is where fabric keeps what outlives a lab and a reboot, such as
+// the machine's calibrated profile: $FABRIC_STATE_DIR, else
+// /var/lib/fabric.
+func State() string {
+	if d := os.Getenv(StateEnv); d != "" {
+		return d
+	}
+	return "/var/lib/fabric"
 }

@@ -57,7 +57,7 @@ func ioctl(fd int, ifname string, v *value) error {
 
 // Offloads are the segmentation offloads that matter to queue emulation:
 // with them on, veth passes 64 KB super-packets that a per-packet queue
-// cannot model (DESIGN.md, "Offloads").
+// cannot model (docs/design.md, "A lab's life").
 type Offloads struct {
 	TSO, GSO, GRO bool
 }

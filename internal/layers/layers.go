@@ -2,17 +2,20 @@
 // each other, and its test holds the tree to it (`go list` over the
 // module). Data flows one way through fabric — lab file → lab → ports and
 // hosts → schedule → transports → records → results — and the imports
-// follow from it: each package may import packages of its own layer or
-// of a lower one, never of a higher one.
+// follow from it: each package, and its tests, may import packages of its
+// own layer or of a lower one, never of a higher one. A test that needs a
+// higher package (a lab, an experiment) lives with the highest package it
+// needs: emu's tests bring labs up for the transports and mechanisms
+// below, experiments' tests run them in experiments.
 //
 //	0 vocabulary     internal/…, hosts/transport (the transport contract)
 //	1 mechanisms     tc, tc/… (ports, pacer, delay lines), hosts/cc, hosts/workload
-//	2 hosts          hosts (runtimes, processes), hosts/transport/… (tcp, homa, ndp),
-//	                 hosts/endpoint (the LMM probe), images
+//	2 hosts          hosts (runtimes, processes), hosts/transport/… (tcp, homa, ndp, udp),
+//	                 hosts/probe (the LMM probe), images
 //	3 lab            emu: lab files, graphs, bring-up, the agent
 //	4 analysis       results/…: captures, LMM, flows, statistics, plots, reports
 //	5 experiments    experiments/…: schedules, runner, scenarios, paper tables
-//	6 programs       cmd/fabric, examples/…, bench/…
+//	6 programs       cmd/fabric, examples/…, bench/…, scripts/… (lint checks)
 //
 // The lab (3) sits above the mechanisms and host runtimes because a lab
 // file embeds their typed settings (port settings, pacer parameters,
@@ -38,6 +41,7 @@ var order = map[string]int{
 	"hosts/transport/tcp":     2,
 	"hosts/transport/homa":    2,
 	"hosts/transport/ndp":     2,
+	"hosts/transport/udp":     2,
 	"hosts/transport/builtin": 2,
 	"images":                  2,
 	"emu":                     3,
@@ -46,6 +50,7 @@ var order = map[string]int{
 	"cmd":                     6,
 	"examples":                6,
 	"bench":                   6,
+	"scripts":                 6,
 }
 
 // Of returns the layer of a package path inside the module, and whether it

@@ -7,26 +7,30 @@ import (
 )
 
 // TestNoUpwardImports lists every package of the module with its imports
-// (go list) and fails on any import of a higher layer, or on a package
-// that has no layer.
+// and its tests' imports, in-package and external (go list), and fails on
+// any import of a higher layer, or on a package that has no layer: a test
+// belongs to the layer of the highest package it needs.
 func TestNoUpwardImports(t *testing.T) {
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, Module+"/...").Output()
+	out, err := exec.Command("go", "list", "-f",
+		`{{.ImportPath}}|{{join .Imports " "}}|{{join .TestImports " "}} {{join .XTestImports " "}}`, Module+"/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
 	n := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		fields := strings.Fields(line)
-		pkg, imports := fields[0], fields[1:]
+		fields := strings.Split(line, "|")
+		pkg := fields[0]
 		from, ok := Of(pkg)
 		if !ok {
 			t.Errorf("%s has no layer: add it to layers.order", pkg)
 			continue
 		}
 		n++
-		for _, imp := range imports {
-			if to, ok := Of(imp); ok && to > from {
-				t.Errorf("%s (layer %d) imports %s (layer %d)", pkg, from, imp, to)
+		for i, where := range []string{"", " in its tests"} {
+			for _, imp := range strings.Fields(fields[i+1]) {
+				if to, ok := Of(imp); ok && to > from {
+					t.Errorf("%s (layer %d) imports %s (layer %d)%s", pkg, from, imp, to, where)
+				}
 			}
 		}
 	}

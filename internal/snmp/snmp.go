@@ -14,16 +14,34 @@ import (
 // UDP is one of the UDP counters of the network namespace of the calling
 // thread (thread-self: a goroutine locked into a host's namespace reads
 // that host's, not the process's first thread's).
-func UDP(field string) (int, error) {
+func UDP(field string) (int, error) { return counter("Udp:", field) }
+
+// TCP is one of the TCP counters of the calling thread's namespace, as
+// UDP reads UDP's: InSegs and OutSegs are the segments a host's TCP took
+// in and sent, RetransSegs those it sent again.
+func TCP(field string) (int, error) { return counter("Tcp:", field) }
+
+func counter(proto, field string) (int, error) {
 	b, err := os.ReadFile("/proc/thread-self/net/snmp")
 	if err != nil {
 		return 0, err
 	}
-	return Field(string(b), "Udp:", field)
+	return Field(string(b), proto, field)
 }
 
-// Field reads one counter of /proc/net/snmp's text, whose protocols each
-// have a line of names followed by a line of values.
+// TCPExt is one of Linux's extended TCP counters (/proc/net/netstat's
+// TcpExt: line) of the calling thread's network namespace, such as
+// TCPTimeouts.
+func TCPExt(field string) (int, error) {
+	b, err := os.ReadFile("/proc/thread-self/net/netstat")
+	if err != nil {
+		return 0, err
+	}
+	return Field(string(b), "TcpExt:", field)
+}
+
+// Field reads one counter of /proc/net/snmp's (or netstat's) text, whose
+// protocols each have a line of names followed by a line of values.
 func Field(snmp, proto, field string) (int, error) {
 	lines := strings.Split(snmp, "\n")
 	for i := 0; i+1 < len(lines); i++ {

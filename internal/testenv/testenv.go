@@ -22,6 +22,10 @@ import (
 // EnvRequirePrivileged is the variable .ci/run sets.
 const EnvRequirePrivileged = "FABRIC_REQUIRE_PRIVILEGED"
 
+// EnvCIProof names the file in which the suite tells CI the user and
+// mode it ran in (.ci/run).
+const EnvCIProof = "FABRIC_CI_PROOF"
+
 // Strict reports whether skips of privileged tests must fail.
 func Strict() bool { return os.Getenv(EnvRequirePrivileged) == "1" }
 
@@ -57,6 +61,16 @@ func RequireDocker(t testing.TB) {
 		return
 	}
 	c.Close()
+}
+
+// RequireCommand skips (or fails, in CI) unless name is found in PATH: a
+// program a test runs that fabric does not ship, such as python3 for the
+// Python example transport (make deps installs it).
+func RequireCommand(t testing.TB, name string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		SkipOrFail(t, name+" not found in PATH: "+err.Error())
+	}
 }
 
 // BuildFabric builds the fabric command (CGO_ENABLED=0, as the Makefile

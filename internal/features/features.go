@@ -1,9 +1,9 @@
-// Package probe finds out what the running kernel and host can do for
+// Package features finds out what the running kernel and host can do for
 // fabric: which qdiscs exist, whether tc can run eBPF (cls_bpf), BTF,
 // struct_ops, the TCP congestion controls, and whether Docker answers.
-// Probes are real: a qdisc counts as present only when the kernel accepts
+// Checks are real: a qdisc counts as present only when the kernel accepts
 // it on a link, in a throwaway namespace that is deleted afterwards.
-package probe
+package features
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
-	"github.com/cilium/ebpf/features"
+	ebpffeatures "github.com/cilium/ebpf/features"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -32,7 +32,7 @@ import (
 // kernels sees what differs.
 var Qdiscs = []string{"htb", "tbf", "bfifo", "pfifo", "clsact", "ingress", "netem", "prio", "red", "fq", "fq_codel", "sfq", "drr", "ets", "mqprio"}
 
-// Report is what Probe found.
+// Report is what Detect found.
 type Report struct {
 	Kernel             string          `json:"kernel"`
 	Qdiscs             map[string]bool `json:"qdiscs"`
@@ -50,9 +50,9 @@ type Report struct {
 // HasCC reports whether the kernel offers congestion control name.
 func (r *Report) HasCC(name string) bool { return slices.Contains(r.CongestionControls, name) }
 
-// Probe runs every check. It needs root for the qdisc, cls_bpf and
-// struct_ops probes; without it those report the permission error.
-func Probe(ctx context.Context) *Report {
+// Detect runs every check. It needs root for the qdisc, cls_bpf and
+// struct_ops checks; without it those report the permission error.
+func Detect(ctx context.Context) *Report {
 	r := &Report{}
 	var uts unix.Utsname
 	if unix.Uname(&uts) == nil {
@@ -85,30 +85,30 @@ func Probe(ctx context.Context) *Report {
 	return r
 }
 
-// HasQdisc reports whether the kernel accepts qdisc kind. The probe runs
+// HasQdisc reports whether the kernel accepts qdisc kind. The check runs
 // once per process.
 func HasQdisc(kind string) bool {
 	q, _ := qdiscs()
 	return q.present[kind]
 }
 
-type qdiscProbe struct {
+type qdiscCheck struct {
 	present map[string]bool
 	clsBPF  error
 }
 
-var qdiscsOnce = sync.OnceValues(probeQdiscs)
+var qdiscsOnce = sync.OnceValues(detectQdiscs)
 
-func qdiscs() (qdiscProbe, error) { return qdiscsOnce() }
+func qdiscs() (qdiscCheck, error) { return qdiscsOnce() }
 
-// probeQdiscs creates a namespace that no path names (it disappears when
+// detectQdiscs creates a namespace that no path names (it disappears when
 // its last file descriptor closes), adds a veth pair in it, and tries each
 // qdisc kind as the root of one end. The kernel answers ENOENT ("unknown
 // qdisc kind") for a missing kind, after trying to load its module; any
 // other answer, including EINVAL for options we did not send, means the
 // kind exists.
-func probeQdiscs() (qdiscProbe, error) {
-	out := qdiscProbe{present: map[string]bool{}}
+func detectQdiscs() (qdiscCheck, error) {
+	out := qdiscCheck{present: map[string]bool{}}
 	ns, err := netnsutil.Anonymous()
 	if err != nil {
 		return out, err
@@ -119,11 +119,11 @@ func probeQdiscs() (qdiscProbe, error) {
 		return out, err
 	}
 	defer h.Close()
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "probe0"}, PeerName: "probe1"}
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "feat0"}, PeerName: "feat1"}
 	if err := h.LinkAdd(veth); err != nil {
-		return out, fmt.Errorf("veth in probe namespace: %w", err)
+		return out, fmt.Errorf("veth in the check's namespace: %w", err)
 	}
-	link, err := h.LinkByName("probe0")
+	link, err := h.LinkByName("feat0")
 	if err != nil {
 		return out, err
 	}
@@ -143,17 +143,17 @@ func probeQdiscs() (qdiscProbe, error) {
 			_ = h.QdiscDel(q)
 		}
 	}
-	// The other end of the pair is untouched by the qdisc probes.
-	peer, err := h.LinkByName("probe1")
+	// The other end of the pair is untouched by the qdisc checks.
+	peer, err := h.LinkByName("feat1")
 	if err != nil {
 		return out, err
 	}
-	out.clsBPF = probeClsBPF(h, peer.Attrs().Index)
+	out.clsBPF = checkClsBPF(h, peer.Attrs().Index)
 	return out, nil
 }
 
-// probeClsBPF attaches a two-instruction tc program in direct-action mode.
-func probeClsBPF(h *netlink.Handle, idx int) error {
+// checkClsBPF attaches a two-instruction tc program in direct-action mode.
+func checkClsBPF(h *netlink.Handle, idx int) error {
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 		Type:         ebpf.SchedCLS,
 		License:      "GPL",
@@ -169,7 +169,7 @@ func probeClsBPF(h *netlink.Handle, idx int) error {
 	}
 	f := &netlink.BpfFilter{
 		FilterAttrs: netlink.FilterAttrs{LinkIndex: idx, Parent: netlink.HANDLE_MIN_EGRESS, Handle: 1, Priority: 1, Protocol: unix.ETH_P_ALL},
-		Fd:          prog.FD(), Name: "probe", DirectAction: true,
+		Fd:          prog.FD(), Name: "features", DirectAction: true,
 	}
 	if err := h.FilterAdd(f); err != nil {
 		return fmt.Errorf("attach cls_bpf: %w", err)
@@ -180,7 +180,7 @@ func probeClsBPF(h *netlink.Handle, idx int) error {
 // structOps checks that the kernel has struct_ops programs and exposes
 // tcp_congestion_ops to them (what a BPF DCTCP needs).
 func structOps() (bool, error) {
-	if err := features.HaveProgramType(ebpf.StructOps); err != nil {
+	if err := ebpffeatures.HaveProgramType(ebpf.StructOps); err != nil {
 		return false, err
 	}
 	spec, err := btf.LoadKernelSpec()

@@ -1,4 +1,4 @@
-package probe
+package features
 
 import (
 	"context"
@@ -7,13 +7,13 @@ import (
 	"github.com/fabric-emu/fabric/internal/testenv"
 )
 
-// The project kernel is documented in DESIGN.md: htb/bfifo/clsact present,
-// prio absent. The probe must tell them apart (it would report everything
+// The project kernel is documented in docs/design.md: htb/bfifo/clsact present,
+// prio absent. The check must tell them apart (it would report everything
 // present if it confused "bad options" with "unknown kind", or nothing if
 // it could not create qdiscs at all).
-func TestProbeTellsPresentFromAbsent(t *testing.T) {
+func TestDetectTellsPresentFromAbsent(t *testing.T) {
 	testenv.RequireRoot(t)
-	r := Probe(context.Background())
+	r := Detect(context.Background())
 	if r.QdiscErr != "" {
 		t.Fatal(r.QdiscErr)
 	}
@@ -32,7 +32,7 @@ func TestProbeTellsPresentFromAbsent(t *testing.T) {
 	}
 	t.Logf("%+v", r)
 	if absent == 0 {
-		t.Errorf("every qdisc reported present; the probe cannot distinguish")
+		t.Errorf("every qdisc reported present; the check cannot distinguish")
 	}
 	if !r.ClsBPF {
 		t.Errorf("cls_bpf: %s", r.ClsBPFErr)
