@@ -44,17 +44,15 @@ const (
 func leafClass(band int) uint32 { return netlink.MakeHandle(rootMajor, uint16(leafBase+band)) }
 func leafQdisc(band int) uint32 { return netlink.MakeHandle(uint16(leafBase+band), 0) }
 
-// burstTime is how much traffic, in time at the port rate, HTB may send
-// back to back to catch up after it was served late. It is tc's classic
-// default (rate/HZ on HZ=1000 kernels). The default that netlink and tc
-// compute on this kernel (rate/psched-clock) is under two frames, and then
-// every late softirq is rate lost for good: one TCP flow through a 1 Gbit
-// port reached 83 % of the rate with a 100 µs burst, 88 % with 300 µs and
-// 94 % with 1 ms on the 2-core project machine. While a queue is standing
-// the bucket is empty, so the burst does not let HTB run ahead of the rate;
-// it only lets an idle port pass up to one burst at once (see the
-// virtual-queue error measured in TestECNThreshold).
-const burstTime = time.Millisecond
+// burstFraction is the HTB bucket, as a fraction of a full frame: a
+// port passes at most that much early. A wire sends one packet after
+// another, so a packet that arrives while another is on it waits; a
+// bucket of frames lets an idle port pass a burst at once instead, and
+// short queues vanish (fabric validate's M/D/1 check finds it). The
+// bucket is also what HTB credits back to a port served late, so a small
+// one loses rate to a slow softirq, which the trials' port rates show. In
+// bytes, it is the same share of a frame at every scale.
+const burstFraction = 10
 
 // Apply builds the port on t: an HTB root at the port rate, one class per
 // band, a fifo leaf per band with the configured limit, and, when needed,
@@ -210,26 +208,35 @@ func (p Port) htbClass(ifindex int, parent, handle uint32, s classShare) *netlin
 	ceil := p.Rate.BitsPerSecond()
 	burst := s.burst
 	if burst == 0 {
-		burst = p.burstBytes(s.rate)
+		burst = p.burstBytes()
 	}
 	return netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: ifindex, Parent: parent, Handle: handle},
 		netlink.HtbClassAttrs{
 			Rate: s.rate, Ceil: ceil, Prio: s.prio,
-			Buffer: burst, Cbuffer: p.burstBytes(ceil),
+			Buffer: burst, Cbuffer: p.burstBytes(),
 			Quantum: s.quantum,
 		})
 }
 
-// burstBytes is the HTB bucket for a class of the given rate: burstTime
-// at the rate, with no floor. HTB sends a packet whenever the bucket is
-// not empty and lets it go negative, so an idle port always passes one
-// frame at once; a bucket of a frame or more would pass a second one too,
-// and below 12 Mbit/s (1 ms is then less than a frame) a two-packet
-// message would arrive a frame time (1.2 ms at 10 Mbit/s) sooner than the
-// rate allows.
-func (p Port) burstBytes(bps uint64) uint32 {
-	return max(1, uint32(float64(bps)/8*burstTime.Seconds()))
+// burstBytes is the HTB bucket of every class: timerSlack at the port's
+// rate, and never less than a tenth of a full frame (burstFraction). HTB
+// sends a packet whenever the bucket is not empty and lets it go negative,
+// so an idle port passes a frame at once and the next a frame time less
+// the bucket later, as a wire would within timerSlack.
+func (p Port) burstBytes() uint32 {
+	frame := uint32(p.MTU + frameOverhead)
+	slack := uint32(float64(p.Rate.BitsPerSecond()) / 8 * timerSlack.Seconds())
+	return max(1, frame/burstFraction, slack)
 }
+
+// timerSlack is how late HTB's watchdog may wake a queued port without
+// costing it rate: the bucket credits a late dequeue back only up to its
+// size, and a port whose bucket is smaller than its timer's lateness sends
+// slower than its rate (at 100 Mbit/s with a tenth of a frame, 80 Mbit/s
+// on this project's 2-core VMs, whose idle timers are 70-160 µs late at
+// p99: fabric doctor). The price is the same bound on timing: a port idle
+// for longer passes up to timerSlack of frames early.
+const timerSlack = 100 * time.Microsecond
 
 // bandBuffer is the drop-tail limit of band b's fifo (without buckets).
 // (Link delay is not a port's: it is the wire after the port, package

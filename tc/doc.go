@@ -1,8 +1,8 @@
 // Package tc gives every port of a lab a datacenter switch queue: an HTB
 // root at the port rate, strict-priority or weighted bands, bfifo/pfifo
 // buffers whose limits are read back from the kernel, DSCP classification,
-// and eBPF ECN marking (DCTCP threshold, HULL phantom queue). See
-// DESIGN.md "Mechanisms, precisely".
+// and eBPF ECN marking (DCTCP threshold, HULL phantom queue). The lab
+// file's side is docs/ports.md, the reasons docs/design.md "Ports".
 //
 // # Building a port
 //

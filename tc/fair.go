@@ -12,7 +12,7 @@ import (
 )
 
 // Fair queueing within a band (SWP's "per-traffic class fair queueing";
-// DESIGN.md "Weighted classes and fair queueing"). This kernel has no fq,
+// docs/ports.md "Settings"). This kernel has no fq,
 // sfq or drr, so a fair band is an HTB class with Buckets children, one
 // per hashed flow bucket, each with its own fifo:
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -108,15 +109,21 @@ func summarise(run ecnRun, k units.Size) ecnFigures {
 	return f
 }
 
-// Test 5: DCTCP-style threshold marking, K = 30 KB at 1 Gbit, ECN-capable
-// traffic (DCTCP) from two senders:
+// Test 5: DCTCP-style threshold marking, K = 30 KB at 500 Mbit/s,
+// ECN-capable traffic (DCTCP) from two senders:
 //   - marks appear;
 //   - the marker's queue (bytes into the fifo minus bytes handed to the
 //     driver) matches the tc backlog sampled at the same instant, within
 //     K/2 on average (the error is logged: the closing figure);
 //   - whenever the marker's queue is at or above K, so that it is marking,
-//     the tc backlog is near K (p50 within K − 10 KB and the 150 KB buffer);
+//     the tc backlog is near K: its median is at least K less the K/2 the
+//     marker may be off by, and within the 150 KB buffer;
 //   - all of it still holds with the rate halved live (tc.Set "rate").
+//
+// The rates are ones at which two flows keep a standing queue on this
+// 2-core machine (at 1 Gbit the senders are CPU-bound and the queue
+// reaches K only in spikes between samples), so there are always marking
+// instants to judge: fewer than 20 fail the test.
 func TestECNThreshold(t *testing.T) {
 	testenv.RequireRoot(t)
 	lab := tctest.NewStar(t, "h1", "h2", "rx")
@@ -125,9 +132,9 @@ func TestECNThreshold(t *testing.T) {
 	}
 	port := lab.Egress("rx")
 	const k = 30 * units.KB
-	apply(t, port, resolve(t, tc.PortSettings{Marking: &tc.MarkingSpec{ECN: &tc.ECNSpec{Threshold: k}}}, units.Gbit))
-	for _, rate := range []units.Rate{units.Gbit, 500 * units.Mbit} {
-		if rate != units.Gbit {
+	apply(t, port, resolve(t, tc.PortSettings{Marking: &tc.MarkingSpec{ECN: &tc.ECNSpec{Threshold: k}}}, 500*units.Mbit))
+	for _, rate := range []units.Rate{500 * units.Mbit, 250 * units.Mbit} {
+		if rate != 500*units.Mbit {
 			if err := tc.Set(context.Background(), port, "rate", rate.String()); err != nil {
 				t.Fatal(err)
 			}
@@ -145,26 +152,81 @@ func TestECNThreshold(t *testing.T) {
 		if f.meanAbsErr > float64(k)/2 {
 			t.Errorf("%s: marker queue off the tc backlog by %.1f KB on average, want ≤ %.0f KB", rate, f.meanAbsErr/1e3, float64(k)/2e3)
 		}
-		// At 1 Gbit the senders are often CPU-bound and the queue reaches
-		// K only in sub-millisecond spikes between samples; judge the
-		// backlog while marking only when there are samples to judge.
-		if f.markingSamples >= 20 {
-			if b := f.backlogWhenMarking; b < float64(k)-10e3 || b > 150e3 {
-				t.Errorf("%s: tc backlog while marking p50 %.1f KB, want near K = %s (20–150 KB)", rate, b/1e3, k)
-			}
+		if f.markingSamples < 20 {
+			t.Errorf("%s: only %d samples with the marker at K: the lab did not queue", rate, f.markingSamples)
+		} else if b := f.backlogWhenMarking; b < float64(k)/2 || b > 150e3 {
+			t.Errorf("%s: tc backlog while marking p50 %.1f KB, want near K = %s (%.0f–150 KB)", rate, b/1e3, k, float64(k)/2e3)
 		}
 	}
+}
+
+// The DCTCP marker marks a packet exactly when the queue it finds holds
+// K bytes or more (tc/bpf/port.bpf.c, ecn_enqueue). A burst of 60
+// ECT(0) frames at 1 Gbit/s into a 10 Mbit/s port with K = 30 KB: the
+// port sends a frame every 1.2 ms while the burst takes 12 µs a frame, so
+// frame i finds i − d frames queued, with d the frames the port has sent
+// by then (d ≤ 1 while the first 20 arrive in 240 µs). The first frame
+// marked is therefore ⌈K / 1514⌉ = 20 or the one after, every later one
+// is marked (the queue only grows during the burst) and none before: a
+// marker at 2K starts at 40. Only a sender held back by two frame times
+// at the port's rate (2.4 ms) lets d grow to 2.
+func TestECNMarksFromTheThreshold(t *testing.T) {
+	testenv.RequireRoot(t)
+	lab := tctest.NewStar(t, "a", "rx")
+	port := lab.Egress("rx")
+	const (
+		rate  = 10 * units.Mbit
+		k     = 30 * units.KB
+		frame = 1514
+		n     = 60
+		ect0  = 0x02
+	)
+	buf := tc.Buffer{Bytes: 150 * units.KB} // holds the burst: nothing is dropped
+	apply(t, port, resolve(t, tc.PortSettings{Buffer: &buf, Marking: &tc.MarkingSpec{ECN: &tc.ECNSpec{Threshold: k}}}, rate))
+	first := (int(k) + frame - 1) / frame
+	testenv.Retry(t, 3, 2*time.Duration(frame*8)*time.Second/time.Duration(rate), func(a *testenv.Attempt) {
+		drained(t, port)
+		sink := lab.ListenUDP("rx", 6100+a.N)
+		defer sink.Close()
+		sendAll(t, lab, tctest.UDPStream{From: "a", To: netip.AddrPortFrom(lab.Addr("rx"), uint16(6100+a.N)),
+			Rate: 1e9, Size: frame, TOS: ect0, Duration: time.Duration(n*frame*8) * time.Nanosecond})
+		drained(t, port)
+		time.Sleep(20 * time.Millisecond)
+		got := sink.Received()
+		if len(got) == 0 {
+			a.Fatalf("no datagram arrived")
+		}
+		slices.SortFunc(got, func(x, y tctest.Datagram) int { return int(x.Seq) - int(y.Seq) })
+		marked := -1
+		for i, d := range got {
+			if d.CE() && marked < 0 {
+				marked = i
+			}
+			if marked >= 0 && !d.CE() {
+				a.Errorf("frame %d of the burst left unmarked after frame %d was marked: the queue only grew", i, marked)
+				break
+			}
+		}
+		a.Logf("%d of %d frames arrived; the first marked is frame %d (K = %s: %d or %d)", len(got), n, marked, k, first, first+1)
+		if len(got) < n*9/10 {
+			a.Fatalf("%d of %d frames arrived: the burst did not reach the port", len(got), n)
+		}
+		if marked < first || marked > first+1 {
+			a.Errorf("the first marked frame is %d, want %d or %d: frames finding %d B or more queued are marked", marked, first, first+1, k)
+		}
+	})
 }
 
 // Test 6: phantom queue arithmetic (HULL §2.1). A constant-rate UDP ECT(0)
 // stream crosses a 100 Mbit port whose phantom queue drains at 0.95 × rate:
 //   - at 85 % of the line rate the counter drains faster than it fills:
-//     CE marks ≤ 1 % of packets (threshold 15 KB, ten frames: a sender
-//     woken late on a busy machine still sends a few frames back to back);
-//   - at 100 % it grows at (1 − 0.95) × rate, and with a 150 KB threshold
-//     the first mark arrives within 20 % of threshold / (rate − drain).
-//     "rate" is the rate the port really sent at (tc counters): the growth
-//     is 5 % of the rate, so HTB running 1 % slow would be a 20 % error.
+//     CE marks ≤ 1 % of packets (threshold 15 KB, ten frames: only a
+//     sender woken late sends ten frames back to back, and the smooth
+//     sender skips what a late wake-up missed instead);
+//   - at 100 % it grows by exactly what it saw less the drain, and
+//     marks begin when, and only when, it reaches the threshold (150 KB,
+//     raised live): no mark while its peak is below, and marks in the
+//     interval after a sample that found it at or above.
 func TestPhantomQueue(t *testing.T) {
 	testenv.RequireRoot(t)
 	lab := tctest.NewStar(t, "a", "rx")
@@ -175,12 +237,9 @@ func TestPhantomQueue(t *testing.T) {
 		Marking: &tc.MarkingSpec{Phantom: &tc.PhantomSpec{Drain: 0.95, Threshold: 15 * units.KB}}}, rate))
 	const ect0 = 0x02
 
-	// 85 % of the line rate. The smooth sender skips what a late wake-up
-	// missed; on a busy machine that costs some packets. Below 70 % it is
-	// not this test, so the stream runs again, up to three times in all
-	// (CI, 2026-11-27: 67.6 % once, on a boot whose CPU the hypervisor
-	// took 8 % of).
-	testenv.Retry(t, 3, func(a *testenv.Attempt) {
+	// 85 % of the line rate: a late sender is what marks, so a stall longer
+	// than ten frames' time at the rate (1.2 ms) may spoil it.
+	testenv.Retry(t, 3, 1200*time.Microsecond, func(a *testenv.Attempt) {
 		sink := lab.ListenUDP("rx", 6002+a.N)
 		defer sink.Close()
 		sendAll(t, lab, tctest.UDPStream{From: "a", To: netip.AddrPortFrom(lab.Addr("rx"), uint16(6002+a.N)),
@@ -193,121 +252,97 @@ func TestPhantomQueue(t *testing.T) {
 				ce++
 			}
 		}
-		st, err := tc.Stats(context.Background(), port)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Phantom == nil {
-			t.Fatal("no phantom queue counters")
-		}
-		achieved := float64(len(got)) * 1514 * 8 / 3 / float64(rate)
-		a.Logf("85%%, attempt %d: %d packets, %d CE (%.2f%%), the stream achieved %.1f%% of the line rate; phantom so far saw %d packets, marked %d, vq max %d B",
-			a.N, len(got), ce, 100*float64(ce)/float64(len(got)), 100*achieved, st.Phantom.Packets, st.Phantom.Marks, st.Phantom.VQMax)
-		if achieved < 0.70 {
-			a.Fatalf("85%% of line rate: the sender reached only %.1f%% of the line rate", 100*achieved)
+		a.Logf("85%%: %d packets, %d CE (%.2f%%)", len(got), ce, 100*float64(ce)/float64(max(len(got), 1)))
+		// The stream must be there to judge: half its packets at least.
+		if want := int(0.85 * float64(rate.BytesPerSecond()) / 1514 * 3); len(got) < want/2 {
+			a.Fatalf("85%% of line rate: %d packets arrived of %d sent at that rate", len(got), want)
 		}
 		if float64(ce) > 0.01*float64(len(got)) {
 			a.Errorf("85%% of line rate: %d CE marks of %d packets, want ≤ 1%%", ce, len(got))
 		}
 	})
 
-	// 100 % of the line rate, threshold raised live to 150 KB. A stream
-	// that a stalled sender kept below the drain rate never grows the
-	// counter (CI, 2026-11-27, on the same boot: the port sent 89 Mbit/s
-	// and nothing was marked): it runs again, up to three times in all.
 	const k = 150 * units.KB
 	if err := tc.Set(context.Background(), port, "marking.phantom.threshold", k.String()); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Retry(t, 3, func(a *testenv.Attempt) {
+	// 100 %: the checks read the port's own counters, so only a stalled
+	// stream spoils them: one held back long enough that its 5 % over the
+	// drain (31 KB a second) falls short of the threshold in 3 s, which
+	// takes stalls of tens of ms.
+	testenv.Retry(t, 3, 10*time.Millisecond, func(a *testenv.Attempt) {
 		time.Sleep(100 * time.Millisecond) // the counter drains to zero
-		sink := lab.ListenUDP("rx", 6010+a.N)
-		defer sink.Close()
 		stop := make(chan struct{})
 		samples := sampleStats(t, port, 10*time.Millisecond, stop)
 		sendAll(t, lab, tctest.UDPStream{From: "a", To: netip.AddrPortFrom(lab.Addr("rx"), uint16(6010+a.N)), Rate: float64(rate), Size: 1514, TOS: ect0, Duration: time.Second})
 		close(stop)
-		time.Sleep(50 * time.Millisecond)
-		got := sink.Received()
-		vqs := <-samples
-		if len(got) < 5000 {
-			a.Fatalf("only %d packets arrived of ~8250", len(got))
-		}
-		start := got[0].RecvNs
-		firstMark := int64(-1)
-		for _, d := range got {
-			if d.CE() {
-				firstMark = d.RecvNs - start
-				break
-			}
-		}
-		// The rate the port sent at while the stream ran, from its
-		// counters. The growth phase: from 10 KB up to the counter's peak
-		// (after the stream ends it drains, and the port sends nothing).
-		var sent []tc.PortStats
-		peak := 0
-		for i, s := range vqs {
-			if s.Phantom != nil && s.Phantom.VQ >= vqs[peak].Phantom.VQ {
-				peak = i
-			}
-		}
-		for _, s := range vqs[:peak+1] {
-			if s.Phantom != nil && s.Phantom.VQ > 10e3 {
-				sent = append(sent, s)
-			}
-		}
-		if len(sent) < 10 {
-			a.Fatalf("only %d samples of the growing counter", len(sent))
-		}
-		first, last := sent[0], sent[len(sent)-1]
-		span := float64(last.At-first.At) / 1e9
-		sentRate := float64(last.Bytes-first.Bytes) / span
-		drain := 0.95 * rate.BytesPerSecond()
-		want := sentRate - drain
-		// The first mark: threshold/(rate − drain) with the rate the
-		// stream really had until then (bytes that crossed the port before
-		// the first mark, over that time); the drain amplifies a rate error
-		// twentyfold.
-		var before float64
-		for _, d := range got[1:] {
-			if d.RecvNs-start >= firstMark {
-				break
-			}
-			before += float64(d.Len)
-		}
-		streamRate := before / (float64(firstMark) / 1e9)
-		predicted := float64(k) / (streamRate - drain)
-		// The growth from the counter itself, between the same two
-		// samples: while it stays above zero it must gain exactly what the
-		// port sent less the drain, however unsteady the stream. (A
-		// least-squares slope assumes a steady stream, which a sender on a
-		// busy machine is not: in CI on 2026-11-27 it read 21 % low while
-		// the first mark, which integrates the same arithmetic, was within
-		// 2 %.)
-		growth := (float64(last.Phantom.VQ) - float64(first.Phantom.VQ)) / span
-		a.Logf("100%%, attempt %d: %d packets; port sent %.2f Mbit/s; vq grew at %.0f B/s (rate − drain = %.0f B/s: %+.1f%%; nominal (1−0.95)×100 Mbit = %.0f B/s)",
-			a.N, len(got), sentRate*8/1e6, growth, want, 100*(growth/want-1), 0.05*rate.BytesPerSecond())
-		a.Logf("100%%: first CE after %.1f ms, predicted threshold/(rate − drain) = %.1f ms at the stream's %.2f Mbit/s (%+.1f%%; with the nominal rate %.1f ms)",
-			float64(firstMark)/1e6, predicted*1e3, streamRate*8/1e6, 100*(float64(firstMark)/1e9/predicted-1), float64(k)/(0.05*rate.BytesPerSecond())*1e3)
-		if firstMark < 0 {
-			a.Fatalf("no CE mark at 100%% of the line rate")
-		}
-		// 25 %, not 20: a CI run on 2026-11-27, on a boot whose hypervisor
-		// took 8 % of the CPU, saw the first mark 20.4 % early while the
-		// counter's growth was within 0.2 % of rate − drain.
-		if e := math.Abs(float64(firstMark)/1e9/predicted - 1); e > 0.25 {
-			a.Errorf("first mark after %.1f ms, want within 25%% of %.1f ms", float64(firstMark)/1e6, predicted*1e3)
-		}
-		if e := math.Abs(growth/want - 1); e > 0.2 {
-			a.Errorf("virtual queue grew at %.0f B/s, want rate − drain = %.0f B/s ± 20%%", growth, want)
-		}
+		checkPhantomGrowth(a, <-samples, k)
 	})
+}
+
+// checkPhantomGrowth judges a phantom queue's counter sampled while a
+// stream outran its drain: its growth and where its marks began.
+func checkPhantomGrowth(a *testenv.Attempt, vqs []tc.PortStats, k units.Size) {
+	var ok []tc.PortStats
+	for _, s := range vqs {
+		if s.Phantom != nil {
+			ok = append(ok, s)
+		}
+	}
+	if len(ok) < 20 {
+		a.Fatalf("only %d samples of the phantom queue", len(ok))
+	}
+	// The growth phase: from 10 KB up to the counter's peak.
+	peak := 0
+	for i, s := range ok {
+		if s.Phantom.VQ >= ok[peak].Phantom.VQ {
+			peak = i
+		}
+	}
+	var grow []tc.PortStats
+	for _, s := range ok[:peak+1] {
+		if s.Phantom.VQ > 10e3 {
+			grow = append(grow, s)
+		}
+	}
+	if len(grow) < 10 || ok[peak].Phantom.VQ < uint64(k) {
+		a.Fatalf("the counter grew for %d samples to %d B: the stream never outran the drain to the threshold", len(grow), ok[peak].Phantom.VQ)
+	}
+	// While it stays above zero the counter gains what it saw less the
+	// drain, both read together from the marker on its clock (At): its own
+	// byte count, not the qdisc's, which counts packets at another point
+	// of their way. The slack is a frame either side (the counter moves a
+	// packet at a time) and 1 % for the drain's integer arithmetic.
+	first, last := grow[0], grow[len(grow)-1]
+	span := float64(last.At-first.At) / 1e9
+	sent := float64(last.Phantom.Bytes-first.Phantom.Bytes) / span
+	drain := float64(first.Phantom.DrainBps)
+	growth := (float64(last.Phantom.VQ) - float64(first.Phantom.VQ)) / span
+	slack := 0.01 + 2*1514/((sent-drain)*span)
+	a.Logf("100%%: port sent %.2f Mbit/s; counter grew at %.0f B/s against sent − drain %.0f B/s (%+.2f%%, slack %.2f%%)",
+		sent*8/1e6, growth, sent-drain, 100*(growth/(sent-drain)-1), 100*slack)
+	if e := math.Abs(growth/(sent-drain) - 1); e > slack {
+		a.Errorf("the counter grew at %.0f B/s, want sent − drain = %.0f B/s within %.2f%%", growth, sent-drain, 100*slack)
+	}
+	marks0, reached := ok[0].Phantom.Marks, -1
+	for i, s := range ok {
+		if s.Phantom.VQMax < uint64(k) && s.Phantom.Marks != marks0 {
+			a.Errorf("sample %d: %d marks while the counter's peak was %d B, below the threshold %d", i, s.Phantom.Marks-marks0, s.Phantom.VQMax, uint64(k))
+		}
+		if reached < 0 && s.Phantom.VQ >= uint64(k) {
+			reached = i
+		}
+	}
+	if reached >= 0 && reached < peak && ok[reached+1].Phantom.Marks == marks0 {
+		a.Errorf("the counter was at %d B ≥ %d, yet the next 10 ms brought no mark", ok[reached].Phantom.VQ, uint64(k))
+	}
 }
 
 // TestPhantomQueueSerializes: HULL's PQ sits on a wire that delivers
 // packets at the line rate C, so a burst grows it by only (1 − γ) of each
-// packet. A veth has no serialization: an idle HTB port hands a burst (up
-// to its 1 ms bucket) to the wire at once. Bursts of 8 back-to-back ECT
+// packet. A veth has no serialization: the PQ counts each packet when a
+// wire at C would deliver it, not when HTB hands it over (a tenth of a
+// frame early at most). Bursts of 8 back-to-back ECT
 // frames through an idle 100 Mbit port with §6.1's PQ (γ = 0.95, 1 KB)
 // must therefore go unmarked (8 × 5 % of 1514 B is under 1 KB), and the
 // counter must stay near one frame. Counting each burst at the instant it

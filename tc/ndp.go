@@ -49,7 +49,7 @@ type NDP struct {
 	Ratio  int    `json:"ratio"`
 }
 
-// The NDP wire format fabric's switch and NDP transport share: NDP over
+// The NDP packet format fabric's switch and NDP transport share: NDP over
 // UDP, the UDP payload starting with a 20-byte NDP header whose byte 0 is
 // NDPMagic and byte 1 the flags. DATA packets carry DSCP 0, control packets
 // (ACK, NACK, PULL) DSCP CS7.

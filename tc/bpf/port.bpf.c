@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Per-port eBPF for fabric switch ports (see tc/marker.go and DESIGN.md
- * "Mechanisms, precisely").
+ * Per-port eBPF for fabric switch ports (see tc/marker.go, tc/doc.go and
+ * docs/ports.md).
  *
  * port_egress runs at clsact egress of a port, before the qdisc:
  *   - it classifies by DSCP into an HTB band by setting skb->priority to the

@@ -3,14 +3,14 @@
 //
 // # The mechanism
 //
-// A delayed link is spliced through the lab's wire namespace, which
+// A delayed link is spliced through the lab's delay namespace, which
 // forwards between the link's two ends; in it, an nftables rule sends each
 // delayed direction's packets to a netfilter queue of its own (xtables'
 // NFQUEUE target through nftables' compat expression: this kernel has
 // NFT_COMPAT but not NFT_QUEUE). The packet stays in the kernel and
 // userspace learns its id, arrival time and length (the first 4 bytes of
 // its IP header are copied), so a delay line copies no payload. One event
-// loop (Wire) serves every line of a lab: it reads arrivals in batches
+// loop (Loop) serves every line of a lab: it reads arrivals in batches
 // (recvmmsg), holds each packet until its arrival time plus its
 // serialisation on the link (one packet after another at the link's rate:
 // the shaper before it lets a packet go when it starts, not when its last
@@ -25,30 +25,27 @@
 // carry traffic undelayed.
 //
 // Why not the other candidate, a relay (AF_PACKET or AF_XDP) that copies
-// frames between the wire's two interfaces: a packet socket takes its copy
-// before tc's ingress hook runs, so the phantom queue's CE marks, which the
-// port programs set at the sending port's veth peer, would be lost; the
-// queue keeps the very skb that was marked. The relay's advantages (no
-// per-packet netlink message, L2 transparency) did not outweigh it; the
-// wire's interfaces wear the far ends' MAC addresses instead, so the hosts
-// and switches keep the neighbour entries they have without a wire.
+// frames between a link's two interfaces in the delay namespace: a packet
+// socket takes its copy before tc's ingress hook runs, so the phantom
+// queue's CE marks, which the port programs set at the sending port's veth
+// peer, would be lost; the queue keeps the very skb that was marked. The
+// relay's advantages (no per-packet netlink message, L2 transparency) did
+// not outweigh it; the delay namespace's interfaces wear the far ends' MAC
+// addresses instead, so the hosts and switches keep the neighbour entries
+// they have without a delay line.
 //
-// # What it costs, measured here
+// # What it costs
 //
-// BenchmarkDelayLineCapacity (64-byte datagrams, 1 ms delay, 1 Gbit/s,
-// the sender a SCHED_FIFO thread of the same process; 2026-11-24, 2 vCPUs):
-// 20 and 50 kpps offered arrived whole; 100–300 kpps offered delivered
-// 80–120 kpps; the loop's thread spent 5–6 µs of CPU per packet at high
-// rates (most of it the kernel forwarding each released packet on in the
-// thread's system call) and 15–25 µs at 20–50 kpps, where wake-ups
-// dominate. Timed sleeps on this virtual machine wake 40–100 µs late, so
-// the loop asks to wake earlier by the median overshoot and spins at most
-// 20 µs to each release. Idle or lightly loaded (a 1 ms line at 8 kpps),
-// lateness was p50 5–25 µs, p99 93–191 µs; once the machine saturates,
-// packets wait and lateness grows to milliseconds. Every trial records the
-// lines' lateness and unasked drops and is flagged unfaithful when the p99
-// lateness exceeds max(10 % of the delay, 50 µs). MeasureMachine times an
-// idle loop's releases on the machine itself, so that a flag can say how
-// much of the lateness was the machine's timer (124–219 µs at p99 idle on
-// 2026-11-27's boot, above the 50 µs limit).
+// At high packet rates most of the loop's CPU per packet is the kernel
+// forwarding each released packet on, in the loop thread's system call;
+// at low rates wake-ups dominate. Timed sleeps on a virtual machine wake
+// late, so the loop asks to wake earlier by the median overshoot and
+// spins at most 20 µs to each release; once the machine saturates,
+// packets wait and lateness grows to milliseconds.
+// BenchmarkDelayLineCapacity (emu's tests) measures the loop's rate, CPU
+// per packet and lateness. Every trial records the lines' lateness and
+// unasked drops and is flagged unfaithful when the p99 lateness exceeds
+// max(10 % of the delay, 50 µs). MeasureMachine times an idle loop's
+// releases on the machine itself, so that a flag can say how much of the
+// lateness was the machine's timer.
 package delay

@@ -10,11 +10,9 @@ import (
 
 // A delay line is a loop that must run when a packet is due. On a virtual
 // machine it sometimes cannot: the hypervisor takes the vCPU away, and a
-// timed sleep wakes late, the later the longer it slept (this project's
-// Firecracker VMs, 2026-11-27: 30–35 µs at the median after 50 µs, 54–62
-// µs after 1 ms, 83–96 µs after 5 ms; 104–868 µs at p99). A lower load does not
-// change that, so a trial flagged for lateness should say how much of it
-// the machine showed idle.
+// timed sleep wakes late, the later the longer it slept. A lower load does
+// not change that, so a trial flagged for lateness should say how much of
+// it the machine showed idle.
 // MeasureMachine measures it, with the loop's own thread settings, before
 // a lab carries traffic.
 
@@ -44,10 +42,8 @@ type MachineTiming struct {
 	// FloorP99 is the larger of IdleLateP99 and StallFloorP99: the p99
 	// lateness of a delay loop on this machine with nothing else running.
 	// It is not a strict bound: a vCPU kept busy does not halt and its
-	// timers can fire sooner (a SCHED_IDLE spinner beside the loop cut the
-	// median overshoot after 0.05–5 ms sleeps from 30–83 µs to 22–29 µs
-	// here, 2026-11-27; the p99 from 117–868 µs to 78–154 µs).
-	// A lateness limit below it is at the machine's own noise.
+	// timers can fire sooner. A lateness limit below it is at the
+	// machine's own noise.
 	FloorP99 time.Duration `json:"floor_p99_ns"`
 	Spin     time.Duration `json:"spin_ns"` // how long the spin lasted
 }
@@ -142,4 +138,39 @@ func (m MachineTiming) String() string {
 	return fmt.Sprintf("an idle delay line released %.0f µs late (p50), %.0f µs (p99), waking %.0f µs early; "+
 		"a spinning thread stalled %.1f %% of %v, longest %.0f µs: p99 lateness floor %.0f µs",
 		us(m.IdleLateP50), us(m.IdleLateP99), us(m.Margin), 100*m.Stalled, m.Spin.Round(time.Millisecond), us(m.LongestStall), us(m.FloorP99))
+}
+
+// Lateness is how late a release came, timed as the delay loop times
+// releases on an idle machine, after a sleep of Sleep: a timed sleep here
+// wakes later the longer it slept, so a line whose packets are far apart
+// is later than one whose packets are close.
+type Lateness struct {
+	Sleep time.Duration
+	P50   time.Duration
+	P99   time.Duration
+}
+
+// MeasureLateness times n releases after each of sleeps, with the loop's
+// own timer on a thread set up as the loop's (CPU, nice, timer slack). It
+// takes n times the sum of sleeps, and a little more.
+func MeasureLateness(sleeps []time.Duration, n int) []Lateness {
+	out := make(chan []Lateness)
+	go func() {
+		becomeLoopThread() // the thread exits with the goroutine
+		var t timer
+		t.margin.Store(int64(wakeMargin()))
+		var res []Lateness
+		for _, sleep := range sleeps {
+			late := make([]time.Duration, 0, n)
+			for range n {
+				due := time.Now().Add(sleep)
+				t.until(due.UnixNano(), math.MaxInt64, nil) // a sleep's error is lateness here, measured below
+				late = append(late, max(time.Since(due), 0))
+			}
+			slices.Sort(late)
+			res = append(res, Lateness{Sleep: sleep, P50: late[len(late)/2], P99: late[min(len(late)*99/100, len(late)-1)]})
+		}
+		out <- res
+	}()
+	return <-out
 }

@@ -47,8 +47,8 @@ func repeat(d time.Duration, n int) []time.Duration {
 
 // MeasureMachine spins as long as asked, and its numbers are consistent:
 // the stall floor lies within the longest stall, the stalls within the
-// spin, and the floor is the larger of the idle loop's p99 and the stall
-// floor.
+// spin, and the floor is no lower than either of its parts (their
+// arithmetic is TestStallFloor's, on hand-worked cases).
 func TestMeasureMachine(t *testing.T) {
 	m := MeasureMachine(100 * time.Millisecond)
 	t.Log(m)
@@ -59,7 +59,7 @@ func TestMeasureMachine(t *testing.T) {
 		t.Errorf("idle lateness p50 %v, p99 %v, margin %v", m.IdleLateP50, m.IdleLateP99, m.Margin)
 	}
 	if m.Stalled < 0 || m.Stalled > 1 || m.StallFloorP99 > m.LongestStall || m.LongestStall > m.Spin ||
-		m.FloorP99 != max(m.IdleLateP99, m.StallFloorP99) {
+		m.FloorP99 < m.IdleLateP99 || m.FloorP99 < m.StallFloorP99 {
 		t.Errorf("inconsistent: %+v", m)
 	}
 }

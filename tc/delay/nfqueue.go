@@ -185,7 +185,7 @@ type packet struct {
 // system call, without blocking, and calls fn for each queued packet.
 func (q *nfq) receive(fn func(packet)) error {
 	for {
-		// Raw: see Wire.loop.
+		// Raw: see Loop.loop.
 		n, _, errno := unix.RawSyscall6(unix.SYS_RECVMMSG, uintptr(q.fd), uintptr(unsafe.Pointer(&q.mmsg[0])),
 			recvBatch, unix.MSG_DONTWAIT, 0, 0)
 		switch {
@@ -261,7 +261,7 @@ func (q *nfq) flush() error {
 	if len(q.out) == 0 {
 		return nil
 	}
-	// Raw (see Wire.loop); the kernel's netlink address is all zero
+	// Raw (see Loop.loop); the kernel's netlink address is all zero
 	// but its family.
 	sa := unix.RawSockaddrNetlink{Family: unix.AF_NETLINK}
 	_, _, errno := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(q.fd), uintptr(unsafe.Pointer(&q.out[0])), uintptr(len(q.out)),

@@ -23,7 +23,7 @@ func queueRules(lines []Line) error {
 	if err != nil {
 		return fmt.Errorf("nftables: %w", err)
 	}
-	t := c.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: "fabric_wire"})
+	t := c.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: "fabric_delay"})
 	ch := c.AddChain(&nftables.Chain{Name: "delay", Table: t, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityRaw})
 	for i, l := range lines {

@@ -5,3 +5,4 @@ package pacer
 //
 //	go generate ./tc/pacer
 //go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -type flow pacer bpf/pacer.bpf.c
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3 -I/usr/include/x86_64-linux-gnu" -target bpfel -type bucket -type bucket_key loop bpf/loop.bpf.c

@@ -17,9 +17,9 @@
 //
 // HTB takes skb->priority as the class before it runs its own filters, so
 // the egress program works whether or not tc has put a port tree on the NIC.
-// A Go loop runs the rate controller every T_r from the bucket class's
-// byte counter and backlog (netlink class statistics). The loop lives in
-// the process that called Start; the pacer stops with it.
+// The rate controller runs every T_r from the bytes that entered and left
+// the bucket, on the loop that serves every pacer of the process that
+// called Start (loop.go); the pacer stops with that process.
 package pacer
 
 import (
@@ -28,7 +28,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"time"
 
 	"github.com/fabric-emu/fabric/tc"
 
@@ -72,8 +71,26 @@ type Pacer struct {
 	createdRoot   bool
 	createdClsact bool
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	netns uint32       // the namespace's inode number, as the eBPF programs see it
+	nl    *classSocket // sets the bucket's rate
+	// setRate sets the bucket's rate (bytes/s) in the kernel and
+	// readClass reads its class's bytes sent and backlog: through nl, or
+	// a test's stand-ins.
+	setRate   func(r float64) error
+	readClass func() (sent uint64, backlog uint32, err error)
+	stopAfter func() bool // ends the ctx watch
+
+	// The loop's, guarded by its lock: the bucket's slot, the next
+	// update, the previous one's reading, the rate last set, and the
+	// corrections to the eBPF counters from the class's own.
+	slot          uint32
+	due           int64
+	resting       bool
+	prevIn        uint64
+	prevAt        int64
+	lastSet       float64
+	offIn, offOut uint64
+	sinceSync     int
 
 	mu      sync.Mutex
 	ctl     controller
@@ -84,7 +101,7 @@ type Pacer struct {
 // Stats is a snapshot of a pacer.
 type Stats struct {
 	Rate          units.Rate // current bucket rate R
-	Updates       uint64     // rate-controller iterations so far
+	Updates       uint64     // rate-controller iterations so far (none while at rest)
 	ECEAcks       uint64     // ECE ACKs seen on ingress
 	Associations  uint64     // flows associated (including re-associations)
 	Paced         uint64     // packets sent through the bucket
@@ -104,6 +121,11 @@ func Start(ctx context.Context, nsPath, ifname string, cfg Config) (*Pacer, erro
 		return nil, fmt.Errorf("pacer: %w", err)
 	}
 	p := &Pacer{cfg: cfg, where: nsPath + ":" + ifname, nsPath: nsPath}
+	var st unix.Stat_t
+	if err := unix.Stat(nsPath, &st); err != nil {
+		return nil, fmt.Errorf("pacer %s: %w", p.where, err)
+	}
+	p.netns = uint32(st.Ino) // the namespace's inode number is its ns.inum
 	ns, err := netns.GetFromPath(nsPath)
 	if err != nil {
 		return nil, fmt.Errorf("pacer %s: %w", p.where, err)
@@ -123,13 +145,21 @@ func Start(ctx context.Context, nsPath, ifname string, cfg Config) (*Pacer, erro
 		p.teardown()
 		return nil, fmt.Errorf("pacer %s: %w", p.where, err)
 	}
-	lctx, cancel := context.WithCancel(ctx)
-	p.cancel, p.done = cancel, make(chan struct{})
-	go p.run(lctx)
+	if err := register(p); err != nil {
+		p.teardown()
+		return nil, fmt.Errorf("pacer %s: %w", p.where, err)
+	}
+	p.stopAfter = context.AfterFunc(ctx, func() { unregister(p) })
 	return p, nil
 }
 
 func (p *Pacer) setup() error {
+	var err error
+	if p.nl, err = openClassSocket(p.nsPath); err != nil {
+		return err
+	}
+	p.setRate = func(r float64) error { return p.nl.change(p.bucketClass(r)) }
+	p.readClass = func() (uint64, uint32, error) { return p.nl.counters(p.ifidx, p.bucket) }
 	if err := p.setupTree(); err != nil {
 		return err
 	}
@@ -304,67 +334,6 @@ func (p *Pacer) filter(hook uint32, fd int) *netlink.BpfFilter {
 	}
 }
 
-// run is the rate controller loop.
-func (p *Pacer) run(ctx context.Context) {
-	defer close(p.done)
-	tick := time.NewTicker(p.cfg.RateInterval)
-	defer tick.Stop()
-	prev, err := p.bucketStats()
-	if err != nil {
-		p.fail(err)
-		return
-	}
-	prevAt := time.Now()
-	lastSet := p.ctl.rate
-	prevPaced, err := p.counter(cntPaced)
-	if err != nil {
-		p.fail(err)
-		return
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		// An idle bucket (empty at the last reading, and no packet sent
-		// to it since) has sent nothing and queues nothing: skip the
-		// netlink class dump, which is most of the loop's CPU time.
-		paced, err := p.counter(cntPaced)
-		if err != nil {
-			p.fail(err)
-			return
-		}
-		cur := prev
-		if paced != prevPaced || prev.backlog != 0 {
-			if cur, err = p.bucketStats(); err != nil {
-				p.fail(err)
-				return
-			}
-		}
-		prevPaced = paced
-		now := time.Now()
-		// M_r counts bytes that reached the bucket: those it sent plus the
-		// growth of its queue.
-		arrived := float64(cur.bytes-prev.bytes) + float64(cur.backlog) - float64(prev.backlog)
-		p.mu.Lock()
-		r := p.ctl.step(max(arrived, 0), now.Sub(prevAt), float64(cur.backlog))
-		p.updates++
-		p.mu.Unlock()
-		prev, prevAt = cur, now
-		// The NetFPGA pacer sets its rate in 0.5 Mbps steps (§5.1); skip
-		// netlink changes smaller than that.
-		if math.Abs(r-lastSet)*8 < 0.5e6 {
-			continue
-		}
-		if err := p.h.ClassChange(p.bucketClass(r)); err != nil {
-			p.fail(fmt.Errorf("setting bucket rate: %w", err))
-			return
-		}
-		lastSet = r
-	}
-}
-
 func (p *Pacer) fail(err error) {
 	p.mu.Lock()
 	p.loopErr = fmt.Errorf("pacer %s: rate controller stopped: %w", p.where, err)
@@ -533,10 +502,10 @@ func (p *Pacer) Config() Config { return p.cfg }
 // the pacer created them. Removing from a namespace that is already gone
 // is not an error.
 func (p *Pacer) Stop() error {
-	if p.cancel != nil {
-		p.cancel()
-		<-p.done
+	if p.stopAfter != nil {
+		p.stopAfter()
 	}
+	unregister(p)
 	return p.teardown()
 }
 
@@ -574,6 +543,7 @@ func (p *Pacer) teardown() error {
 		}
 	}
 	p.objs.Close()
+	p.nl.close()
 	p.h.Close()
 	p.h = nil
 	if len(errs) > 0 {

@@ -3,11 +3,9 @@ package delay
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,11 +13,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/fabric-emu/fabric/internal/cpustat"
 	"github.com/fabric-emu/fabric/internal/netnsutil"
 )
 
 // A Line is one direction of one link: packets arriving on In (an
-// interface of the wire namespace) are serialised one after another at
+// interface of the delay namespace) are serialised one after another at
 // Rate and leave Delay after their last bit, or are dropped with
 // probability Loss.
 //
@@ -60,22 +59,26 @@ func (l Line) FullFrame() time.Duration { return l.FrameTime(l.MTU) }
 // counted as an unrequested drop.
 const MaxQueued = 65536
 
-// Wire runs a lab's delay lines: one event loop, on a thread of its own,
+// Loop runs a lab's delay lines: one event loop, on a thread of its own,
 // for every line. Packets stay in the kernel (NFQUEUE, 4 bytes copied); the
 // loop learns each one's id, length and arrival time, and releases them in order with
 // batched verdicts once their delay has passed.
-type Wire struct {
+type Loop struct {
 	netns string
 	lines []Line
 	q     *nfq
 	tsFD  int // a socket that keeps the kernel timestamping arrivals
-	state []lineState
+	// stopFD is an eventfd that Stop writes: the idle loop blocks on it
+	// and the queue's socket with no timeout, so a lab at rest wakes it
+	// only when a packet arrives.
+	stopFD int
+	state  []lineState
 
 	// early is how far ahead of its time a packet may leave with others
 	// that are due: waking a thread costs this virtual machine tens of
 	// microseconds (a timer write and a context switch, both traps), so
-	// releases within this window share one wake-up. It is at most 2.5 %
-	// of the shortest delay and 25 µs.
+	// releases within this window share one wake-up. It is BatchTolerance
+	// of the shortest delay.
 	early int64
 	// poll is how long the loop may leave arrivals unread while it holds
 	// packets, ns: half the shortest delay, and at least 20 µs (a
@@ -86,16 +89,17 @@ type Wire struct {
 	// not): only when a line's delay is shorter than the spin, so that a
 	// packet arriving meanwhile could fall due before the spin ends.
 	// Otherwise nothing read then is due sooner, and each turn of the
-	// spin was a non-blocking recvmmsg: without them hull/table1 quick's
-	// lines took 49.6–53.8 µs of loop CPU per packet against 50.4–56.6
-	// (2026-11-27, three runs each, alternating).
+	// spin would be a non-blocking recvmmsg spent for nothing.
 	spin func() error
 
 	stop     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
-	tid      atomic.Int32 // the loop's thread, for its CPU time
-	timer    timer
+	tid      atomic.Int32  // the loop's thread, for its CPU time
+	turns    atomic.Uint64 // the loop's wake-ups, for its idle cost
+	// verdictNS is the time spent in verdict system calls (VerdictTime).
+	verdictNS atomic.Int64
+	timer     timer
 
 	mu   sync.Mutex // guards hist and err
 	hist histogram
@@ -107,9 +111,9 @@ type lineState struct {
 	fifo    []pending // packets held, in arrival order
 	rng     *rand.Rand
 	lastDue int64
-	// wireFree is when the line's wire is free again: the last bit of
+	// linkFree is when the line's link is free again: the last bit of
 	// the packet before has left the sender.
-	wireFree int64
+	linkFree int64
 	packets  atomic.Uint64
 	lost     atomic.Uint64 // dropped because Loss asked
 }
@@ -119,13 +123,13 @@ type pending struct {
 	due int64 // ns, CLOCK_REALTIME
 }
 
-// Start binds a queue per line in the wire namespace at netnsPath, sends
+// Start binds a queue per line in the delay namespace at netnsPath, sends
 // each line's interface to its queue, and starts the loop. Stop ends it.
-func Start(netnsPath string, lines []Line, seed uint64) (*Wire, error) {
+func Start(netnsPath string, lines []Line, seed uint64) (*Loop, error) {
 	if len(lines) > 65535 {
 		return nil, fmt.Errorf("delay: %d lines, at most 65535", len(lines))
 	}
-	w := &Wire{netns: netnsPath, lines: lines, state: make([]lineState, len(lines)),
+	w := &Loop{netns: netnsPath, lines: lines, state: make([]lineState, len(lines)),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	for i := range w.state {
 		w.state[i].rng = rand.New(rand.NewPCG(seed, uint64(i)))
@@ -134,7 +138,7 @@ func Start(netnsPath string, lines []Line, seed uint64) (*Wire, error) {
 	for _, l := range lines {
 		shortest = min(shortest, l.Delay)
 	}
-	w.early = int64(min(shortest, 25*time.Microsecond*40) / 40)
+	w.early = int64(BatchTolerance(shortest))
 	w.poll = int64(max(shortest/2, 20*time.Microsecond))
 	if int64(shortest) < spinMax {
 		w.spin = w.receiveArrivals
@@ -147,6 +151,21 @@ func Start(netnsPath string, lines []Line, seed uint64) (*Wire, error) {
 	go w.loop()
 	return w, nil
 }
+
+// LatenessLimit is how late at the 99th percentile the releases of lines
+// whose shortest delay is shortest may be before a trial over them is
+// unfaithful: a tenth of that delay, since the paths' RTTs are what the
+// transports react to, and at least 50 µs, about what a timed sleep of an
+// idle virtual machine here overshoots (MeasureMachine).
+func LatenessLimit(shortest time.Duration) time.Duration {
+	return max(shortest/10, 50*time.Microsecond)
+}
+
+// BatchTolerance is how early a packet may leave with others that are due
+// on lines whose shortest delay is shortest: a tenth of LatenessLimit, so
+// that sharing a wake-up moves a release by a tenth of what a trial
+// tolerates.
+func BatchTolerance(shortest time.Duration) time.Duration { return LatenessLimit(shortest) / 10 }
 
 // extraPs counts the running loops, each holding a P of its own.
 var (
@@ -167,8 +186,8 @@ func extraP(delta int) {
 	runtime.GOMAXPROCS(baseProc + extraPs)
 }
 
-// setup runs inside the wire namespace.
-func (w *Wire) setup() error {
+// setup runs inside the delay namespace.
+func (w *Loop) setup() error {
 	var err error
 	if w.q, err = openNFQ(); err != nil {
 		return err
@@ -186,24 +205,31 @@ func (w *Wire) setup() error {
 	if err := unix.SetsockoptInt(w.tsFD, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
 		return err
 	}
+	if w.stopFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		return err
+	}
 	return queueRules(w.lines)
 }
 
-func (w *Wire) closeFDs() {
+func (w *Loop) closeFDs() {
 	if w.q != nil {
 		w.q.close()
 	}
 	if w.tsFD > 0 {
 		unix.Close(w.tsFD)
 	}
+	if w.stopFD > 0 {
+		unix.Close(w.stopFD)
+	}
 }
 
 // Stop ends the loop; packets still held are dropped with the queues.
-func (w *Wire) Stop() error {
+func (w *Loop) Stop() error {
 	select {
 	case <-w.stop:
 	default:
 		close(w.stop)
+		unix.Write(w.stopFD, []byte{1, 0, 0, 0, 0, 0, 0, 0}) // wakes an idle loop
 	}
 	<-w.done
 	w.closeFDs()
@@ -212,13 +238,13 @@ func (w *Wire) Stop() error {
 }
 
 // Err is why the loop stopped early, or nil.
-func (w *Wire) Err() error {
+func (w *Loop) Err() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.err
 }
 
-func (w *Wire) fail(err error) {
+func (w *Loop) fail(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err == nil {
@@ -227,14 +253,13 @@ func (w *Wire) fail(err error) {
 }
 
 // loop runs on a locked thread with 1 ns timer slack, and makes its system
-// calls raw: it never gives its P (the Go scheduler's right to run Go
-// code) back to the runtime. Through ordinary system calls, a sleep longer
-// than 20 µs let the runtime hand the P to another goroutine, and the
-// loop, woken on time, then waited for a P of its own: a trial's captures
-// and monitor kept both of a 2-core machine's busy, and hull/table1's
-// delay lines released 90–140 µs late at the 99th percentile. Start
-// raises GOMAXPROCS by one for as long as the loop runs, so the rest of
-// the process keeps its share. It keeps the normal
+// calls raw while it holds packets: it never gives its P (the Go
+// scheduler's right to run Go code) back to the runtime then. Through
+// ordinary system calls, a sleep longer than 20 µs lets the runtime hand
+// the P to another goroutine, and the loop, woken on time, then waits for
+// a P of its own while a trial's captures and monitor keep the machine's
+// Ps busy. Start raises GOMAXPROCS by one for as long as the loop runs, so
+// the rest of the process keeps its share. It keeps the normal
 // scheduling class: at real-time priority its spinning would starve the
 // softirqs that forward the very packets it releases. The kernel timestamps each packet as it arrives, so the
 // loop need not read arrivals at once: while it holds packets it sleeps
@@ -242,26 +267,26 @@ func (w *Wire) fail(err error) {
 // batches and releases every packet that is due, with one batched verdict
 // per line. With nothing held it waits for the socket.
 //
-// "Shortly before": a timed sleep on this project's virtual machines wakes
-// 40–100 µs late (an absolute 10 µs clock_nanosleep took 89 µs on average,
-// measured 2026-11-24), so the loop asks to wake that much early (it
+// "Shortly before": a timed sleep on a virtual machine wakes tens of µs
+// late, so the loop asks to wake that much early (it
 // measures it as it starts, then follows its own sleeps: nextMargin) and
 // spins the last few microseconds (reading arrivals as it goes only if a
 // line is shorter than the spin: spin). Stats reports the lateness
 // that remains, and trials flag it.
-func (w *Wire) loop() {
+func (w *Loop) loop() {
 	defer close(w.done)
 	w.tid.Store(int32(becomeLoopThread()))
+	defer cpustat.Track(cpustat.DelayLines)()
 	w.timer.margin.Store(int64(wakeMargin()))
-	fds := []unix.PollFd{{Fd: int32(w.q.fd), Events: unix.POLLIN}}
-	idle := unix.NsecToTimespec(int64(50 * time.Millisecond)) // wake to notice Stop
+	fds := []unix.PollFd{{Fd: int32(w.q.fd), Events: unix.POLLIN}, {Fd: int32(w.stopFD), Events: unix.POLLIN}}
 	for {
 		select {
 		case <-w.stop:
 			return
 		default:
 		}
-		if err := w.wait(fds, &idle); err != nil {
+		w.turns.Add(1)
+		if err := w.wait(fds); err != nil {
 			w.fail(err)
 			return
 		}
@@ -276,16 +301,20 @@ func (w *Wire) loop() {
 	}
 }
 
-// wait blocks until something is due: on the socket when nothing is held,
-// else on the loop's timer, reading arrivals while it spins only when one
-// could fall due before the spin ends (spin).
-func (w *Wire) wait(fds []unix.PollFd, idle *unix.Timespec) error {
+// wait blocks until something is due: on the socket and Stop's eventfd,
+// with no timeout, when nothing is held, else on the loop's timer, reading
+// arrivals while it spins only when one could fall due before the spin
+// ends (spin).
+func (w *Loop) wait(fds []unix.PollFd) error {
 	next := w.nextDue()
 	if next == noneDue {
-		_, _, errno := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)),
-			uintptr(unsafe.Pointer(idle)), 0, 0, 0)
-		if errno != 0 && errno != unix.EINTR {
-			return fmt.Errorf("delay: wait: %w", errno)
+		// An ordinary system call, unlike the timed waits: the loop has
+		// nothing to release, so it gives its P back while it waits, and
+		// the runtime can stop the world for a GC meanwhile (a raw wait
+		// without a timeout would block that for good, one with a timeout
+		// wakes the loop over and over).
+		if _, err := unix.Ppoll(fds, nil, nil); err != nil && err != unix.EINTR {
+			return fmt.Errorf("delay: wait: %w", err)
 		}
 		return nil
 	}
@@ -293,7 +322,7 @@ func (w *Wire) wait(fds []unix.PollFd, idle *unix.Timespec) error {
 }
 
 // receiveArrivals takes every packet queued so far (see spin).
-func (w *Wire) receiveArrivals() error {
+func (w *Loop) receiveArrivals() error {
 	if err := w.q.receive(w.arrive); err != nil {
 		return fmt.Errorf("delay: receive: %w", err)
 	}
@@ -399,12 +428,9 @@ func wakeMargin() time.Duration {
 // nextMargin moves margin one step towards the median overshoot of the
 // loop's own sleeps, given one sleep's overshoot (a streaming median: up a
 // step when a sleep woke later than the margin, down one when earlier).
-// The margin measured at start times sleeps of 50 µs, but a sleep here
-// wakes later the longer it slept (2026-11-27: 35 µs at the median after
-// 50 µs, 54 µs after 1 ms). With the margin following the sleeps, an idle
-// ping's RTT through four 1 ms lines was 3.9 and 4.3 % above 4 ms at the
-// median against 4.9 and 6.4 % (BenchmarkDelayAccuracy, two runs each);
-// most of what remains is the steering of released packets (LoopCPU).
+// The margin measured at start times sleeps of 50 µs, but a sleep wakes
+// later the longer it slept, so the margin follows the loop's own sleeps
+// (BenchmarkDelayAccuracy shows the effect on an idle ping's RTT).
 func nextMargin(margin, over int64) int64 {
 	switch {
 	case over > margin:
@@ -429,7 +455,7 @@ const maxMargin = 100 * time.Microsecond
 
 // Margin is how early the loop wakes before a release (measured at start,
 // then tracked, see nextMargin).
-func (w *Wire) Margin() time.Duration { return time.Duration(w.timer.margin.Load()) }
+func (w *Loop) Margin() time.Duration { return time.Duration(w.timer.margin.Load()) }
 
 // LoopCPU is the CPU the loop runs on (-1: any, on a one-CPU machine).
 // Releasing a packet makes the kernel carry it on from the releasing
@@ -437,14 +463,10 @@ func (w *Wire) Margin() time.Duration { return time.Duration(w.timer.margin.Load
 // receiving interface steers it to another CPU: RPSMask is the mask that
 // does, so that the loop's time goes to releasing, not to what follows.
 //
-// Measured against the alternatives (2026-11-27, hull/table1 quick, ~12
-// kpps through 1 ms lines; alternating runs): pinned with steering, the
-// lines' p99 lateness was 60–118 µs in 8 of 10 trials (289 µs and 5.5 ms
-// in the others); pinned without steering 204–601 µs (6 trials); neither
-// 163–351 µs (6 trials). Idle, steering costs: each released packet wakes
-// the other vCPU, and an idle ping's RTT through four 1 ms lines was 3.9–
-// 6.4 % above 4 ms at the median (BenchmarkDelayAccuracy), against −0.4 to
-// +0.5 % without steering. Loaded lines are what trials are judged on.
+// Pinned with steering, loaded lines were later less often than pinned
+// without steering or neither; idle, steering costs a little, since each
+// released packet wakes the other CPU (BenchmarkDelayAccuracy), but loaded
+// lines are what trials are judged on.
 var LoopCPU = func() int {
 	if runtime.NumCPU() < 2 {
 		return -1
@@ -473,7 +495,7 @@ const noneDue = int64(1<<63 - 1)
 // arrive takes one queued packet: dropped at once if the line's loss says
 // so, else held until its arrival time plus the line's delay. A constant
 // delay keeps arrival order; lastDue keeps it even if timestamps stutter.
-func (w *Wire) arrive(p packet) {
+func (w *Loop) arrive(p packet) {
 	if int(p.queue) >= len(w.state) {
 		return
 	}
@@ -490,10 +512,10 @@ func (w *Wire) arrive(p packet) {
 	}
 	sent := at // when its last bit has left
 	if l.Rate > 0 && p.len > 0 {
-		// The wire carries one packet at a time: a packet the shaper let
+		// The link carries one packet at a time: a packet the shaper let
 		// go early (HTB's burst) waits for the one before it.
-		sent = max(at, ls.wireFree) + int64(l.FrameTime(p.len))
-		ls.wireFree = sent
+		sent = max(at, ls.linkFree) + int64(l.FrameTime(p.len))
+		ls.linkFree = sent
 	}
 	due := max(sent+int64(l.Delay), ls.lastDue)
 	ls.lastDue = due
@@ -504,17 +526,15 @@ func (w *Wire) arrive(p packet) {
 // CPU held back releases everything that fell due meanwhile, and the
 // packets of one datagram's verdicts reach the next hop's per-CPU input
 // backlog (net.core.netdev_max_backlog, 1000 by default) faster than it
-// drains: on 2026-11-28 a line 947 ms late (the machine's two cores busy
-// with other work) released about 19,000 packets in one datagram and the
-// backlog dropped 6,876 that nobody asked to lose; released 256 at a time,
-// lines up to 42 ms late lost none in six runs.
+// drains, and the backlog drops packets nobody asked to lose; a few
+// hundred at a time leave it room.
 const releaseChunk = 256
 
 // release lets every packet whose time has come go, one batched verdict
 // per line and at most releaseChunk packets per datagram, and counts how
 // late each one was. The lock covers only the count: Stats need not wait
 // while a verdict's system call forwards packets through the lab.
-func (w *Wire) release(now int64) error {
+func (w *Loop) release(now int64) error {
 	room := releaseChunk
 	for i := range w.state {
 		ls := &w.state[i]
@@ -530,7 +550,7 @@ func (w *Wire) release(now int64) error {
 			w.q.verdict(uint16(i), ls.fifo[n-1].id, nfAccept, true)
 			ls.fifo, due, room = ls.fifo[n:], due-n, room-n
 			if room == 0 {
-				if err := w.q.flush(); err != nil {
+				if err := w.flush(); err != nil {
 					return err
 				}
 				room = releaseChunk
@@ -540,28 +560,45 @@ func (w *Wire) release(now int64) error {
 			ls.fifo = ls.fifo[:0:0] // let the backing array go
 		}
 	}
-	return w.q.flush()
+	return w.flush()
 }
 
-// LoopCPU is the CPU time the loop's thread has used (user and system),
-// from /proc: what the delay lines cost this machine.
-func (w *Wire) LoopCPU() (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", w.tid.Load()))
+// flush sends the verdicts gathered so far and times the system call: in it
+// the kernel carries every accepted packet on through the lab (the delay
+// namespace's forwarding, the next hop's queue), work that is the emulated
+// network's, not the loop's (VerdictTime).
+func (w *Loop) flush() error {
+	t0 := time.Now()
+	err := w.q.flush()
+	w.verdictNS.Add(int64(time.Since(t0)))
+	return err
+}
+
+// VerdictTime is how long the loop has spent in its verdicts' system
+// calls: on its thread, which never yields there, that is CPU time, and
+// most of it is the kernel forwarding the released packets. LoopCPU less
+// it is the loop's own cost.
+func (w *Loop) VerdictTime() time.Duration { return time.Duration(w.verdictNS.Load()) }
+
+// LoopCPU is the CPU time the loop's thread has used (user and system):
+// what the delay lines cost this machine. It reads the thread's CPU clock,
+// to the nanosecond, or else its stat file, in ticks.
+func (w *Loop) LoopCPU() (time.Duration, error) {
+	if d, err := cpustat.ThreadTime(int(w.tid.Load())); err == nil {
+		return d, nil
+	}
+	t, err := cpustat.ReadThread(int(w.tid.Load()))
 	if err != nil {
 		return 0, err
 	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("delay: short /proc stat")
-	}
-	ut, _ := strconv.ParseUint(f[11], 10, 64)            // field 14, utime
-	st, _ := strconv.ParseUint(f[12], 10, 64)            // field 15, stime
-	return time.Duration(ut+st) * time.Second / 100, nil // USER_HZ = 100 on Linux
+	return time.Duration(t.Own) * time.Second / cpustat.TicksPerSecond, nil
 }
 
+// Turns counts the loop's turns (each a wake-up) since it started.
+func (w *Loop) Turns() uint64 { return w.turns.Load() }
+
 // nextDue is the earliest release time held, or noneDue.
-func (w *Wire) nextDue() int64 {
+func (w *Loop) nextDue() int64 {
 	next := noneDue
 	for i := range w.state {
 		if f := w.state[i].fifo; len(f) > 0 {
