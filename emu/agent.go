@@ -53,7 +53,7 @@ func (s *Spec) NeedsAgent() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return len(s.PacedHosts(g)) > 0 || g.HasWires(), nil
+	return len(s.PacedHosts(g)) > 0 || g.HasDelayLines(), nil
 }
 
 // UpDetached runs this program again as the agent child, with args (the
@@ -162,7 +162,7 @@ func (l *Lab) Hold(ctx context.Context) error {
 	}
 	slog.Info("lab agent holding", "lab", l.Name, "pid", os.Getpid(), "pacers", strings.Join(slices.Sorted(maps.Keys(l.Pacers())), ","))
 	<-ctx.Done()
-	err = errors.Join(l.StopPacers(), l.StopWire())
+	err = errors.Join(l.StopPacers(), l.StopDelayLoop())
 	slog.Info("lab agent stopped", "lab", l.Name, "err", err)
 	return err
 }

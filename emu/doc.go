@@ -25,7 +25,7 @@
 //     /run/netns/fab.<lab>.<node> (internal/netnsutil); docker hosts are
 //     containers of the same name whose namespace is mounted there too.
 //   - A lab's state lives in /run/fabric/<lab>/ (LabDir): state.json, the
-//     holder of its pacers (holder.json) and the agent's log; pinned BPF
+//     agent of its pacers and delay loop (agent.json) and its log; pinned BPF
 //     objects live in /sys/fs/bpf/fabric/<lab>/.
 //   - Addresses: fat-tree host i of edge switch e in pod p is 10.p.e.(i+2),
 //     its gateway 10.p.e.1 (Al-Fares); other kinds number the n-th switch's

@@ -9,7 +9,7 @@ import (
 
 	"github.com/fabric-emu/fabric/hosts"
 	"github.com/fabric-emu/fabric/hosts/cc"
-	"github.com/fabric-emu/fabric/internal/probe"
+	"github.com/fabric-emu/fabric/internal/features"
 	"github.com/fabric-emu/fabric/internal/units"
 	"github.com/fabric-emu/fabric/internal/yamlfile"
 	"github.com/fabric-emu/fabric/tc"
@@ -65,7 +65,7 @@ func (s *Spec) Needs() (needs []Need, warnings []string, err error) {
 	for _, f := range s.pacerFields() { // HULL's pacer: a tc program pair and an HTB bucket
 		add(f, FeatureHTB, FeatureClsact, FeatureClsBPF)
 	}
-	for _, f := range s.wireFields() {
+	for _, f := range s.impairmentFields() {
 		add(f, FeatureDelayLines)
 	}
 	for _, l := range append(s.Ports.Layers("ports"), tc.Layer{Path: "hosts.nic", Settings: s.Hosts.NIC}) {
@@ -126,7 +126,7 @@ func (s *Spec) where(field string) string {
 // Diagnosis is what `fabric doctor` reports: what this machine can do and,
 // for each lab file given, whether it has what the file needs.
 type Diagnosis struct {
-	*probe.Report
+	*features.Report
 	PortPrograms    bool   `json:"port_programs"`
 	PortProgramsErr string `json:"port_programs_error,omitempty"`
 	DCTCP           string `json:"dctcp"`       // which DCTCP a lab would use, or why none
@@ -150,13 +150,13 @@ type CheckedNeed struct {
 func Diagnose(ctx context.Context, specs ...*Spec) (*Diagnosis, error) {
 	// Timing first, while doctor's own probes do not yet load the machine.
 	timing := delay.MeasureMachine(time.Second)
-	d := &Diagnosis{Report: probe.Probe(ctx), MaxRate: tc.MeasuredMaxRate.String(), Timing: timing}
+	d := &Diagnosis{Report: features.Detect(ctx), MaxRate: tc.MeasuredMaxRate.String(), Timing: timing}
 	if err := tc.CheckPrograms(); err != nil {
 		d.PortProgramsErr = err.Error()
 	} else {
 		d.PortPrograms = true
 	}
-	d.DelayLines = "nfqueue (copy-meta, batched verdicts) in a wire namespace"
+	d.DelayLines = "nfqueue (copy-meta, batched verdicts) in a delay namespace"
 	if err := delayAvailable(); err != nil {
 		d.DelayLines = "unavailable: " + err.Error()
 	}

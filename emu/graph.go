@@ -87,9 +87,9 @@ type Link struct {
 	Rate     units.Rate
 	MTU      int
 	Offloads bool
-	// Up and Down are the wire after the sending port's queue, from A to
-	// B and back (Iface.Wire).
-	Up, Down Wire
+	// Up and Down are the impairments after the sending port's queue, from A to
+	// B and back (Iface.Impairment).
+	Up, Down Impairment
 }
 
 // Route sends Dst over one or more equal-cost interfaces; the gateway of

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -239,24 +240,24 @@ links:
 	if err != nil {
 		t.Fatal(err)
 	}
-	wire := func(node, ifname string) Wire { return g.Node(node).Iface(ifname).Wire() }
+	wire := func(node, ifname string) Impairment { return g.Node(node).Iface(ifname).Impairment() }
 	for _, c := range []struct {
 		node, ifname string
-		want         Wire
+		want         Impairment
 	}{
-		{"h1", "eth0", Wire{time.Millisecond, 0.01}},       // defaults, up
-		{"s1", "eth1", Wire{time.Millisecond, 0.01}},       // defaults, down
-		{"h2", "eth0", Wire{3 * time.Millisecond, 0.01}},   // own up, default loss up
-		{"s2", "eth1", Wire{time.Millisecond, 0.5}},        // own delay is up only: down keeps the default; own loss down
-		{"s1", "eth2", Wire{2 * time.Millisecond, 0.01}},   // fabric class, up
-		{"s2", "eth2", Wire{250 * time.Microsecond, 0.01}}, // fabric class, down
+		{"h1", "eth0", Impairment{time.Millisecond, 0.01}},       // defaults, up
+		{"s1", "eth1", Impairment{time.Millisecond, 0.01}},       // defaults, down
+		{"h2", "eth0", Impairment{3 * time.Millisecond, 0.01}},   // own up, default loss up
+		{"s2", "eth1", Impairment{time.Millisecond, 0.5}},        // own delay is up only: down keeps the default; own loss down
+		{"s1", "eth2", Impairment{2 * time.Millisecond, 0.01}},   // fabric class, up
+		{"s2", "eth2", Impairment{250 * time.Microsecond, 0.01}}, // fabric class, down
 	} {
 		if got := wire(c.node, c.ifname); got != c.want {
 			t.Errorf("%s:%s wire = %+v, want %+v", c.node, c.ifname, got, c.want)
 		}
 	}
-	if !g.HasWires() {
-		t.Error("HasWires = false")
+	if !g.HasDelayLines() {
+		t.Error("HasDelayLines = false")
 	}
 	for _, bad := range []struct{ yaml, want string }{
 		{"links: {delay: -1ms}", "cannot be negative"},
@@ -268,5 +269,35 @@ links:
 		if err == nil || !strings.Contains(err.Error(), bad.want) || !strings.Contains(err.Error(), "bad.yaml:3") {
 			t.Errorf("%s: error %v, want bad.yaml:3 and %q", bad.yaml, err, bad.want)
 		}
+	}
+}
+
+// In a k = 4 fat tree an edge switch reaches its own hosts on their links
+// and every other host through each of its two uplinks (ECMP), and an
+// aggregation switch reaches an edge's two hosts through the link down.
+func TestHostsVia(t *testing.T) {
+	g := mustResolve(t, "name: ft\ntopology: {kind: fattree, k: 4}\n")
+	names := func(hs []*Node) []string {
+		var out []string
+		for _, h := range hs {
+			out = append(out, h.Name)
+		}
+		return out
+	}
+	if got := names(g.HostsVia("p0e0", "eth0")); !slices.Equal(got, []string{"h0"}) {
+		t.Errorf("p0e0:eth0 reaches %v, want [h0]", got)
+	}
+	for _, up := range []string{"eth2", "eth3"} {
+		got := names(g.HostsVia("p0e0", up))
+		if len(got) != 14 || slices.Contains(got, "h0") || slices.Contains(got, "h1") {
+			t.Errorf("p0e0:%s reaches %v, want the 14 hosts not on p0e0", up, got)
+		}
+	}
+	down := g.Node("p0a0").Ifaces[0]
+	if got := names(g.HostsVia("p0a0", down.Name)); len(got) != 2 || down.Peer.Node.Kind != SwitchNode {
+		t.Errorf("p0a0:%s (to %s) reaches %v, want one edge's two hosts", down.Name, down.Peer.Node.Name, got)
+	}
+	if g.HostsVia("p0e0", "eth9") != nil || g.HostsVia("nope", "eth0") != nil {
+		t.Error("an unknown switch or interface reaches hosts")
 	}
 }

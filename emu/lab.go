@@ -22,9 +22,9 @@ type Lab struct {
 	Spec  *Spec
 	Graph *Graph
 
-	mu     sync.Mutex
-	pacers map[string]*pacer.Pacer // by host
-	wire   *delay.Wire             // the delay lines, when links have delay or loss
+	mu        sync.Mutex
+	pacers    map[string]*pacer.Pacer // by host
+	delayLoop *delay.Loop             // the delay lines, when links have delay or loss
 }
 
 // ErrNotRoot is why a lab cannot be built or removed by an ordinary user.
@@ -57,7 +57,7 @@ func Open(name string) (*Lab, error) {
 
 // Down stops what the lab runs in this process and removes the lab.
 func (l *Lab) Down(ctx context.Context) error {
-	return errors.Join(l.StopPacers(), l.StopWire(), Down(ctx, l.Name))
+	return errors.Join(l.StopPacers(), l.StopDelayLoop(), Down(ctx, l.Name))
 }
 
 // NetNS is the namespace path of node.

@@ -1,4 +1,4 @@
-package emu
+package emu_test
 
 import (
 	"context"
@@ -14,69 +14,14 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/fabric-emu/fabric/emu"
+	"github.com/fabric-emu/fabric/emu/emutest"
 	"github.com/fabric-emu/fabric/internal/netnsutil"
 	"github.com/fabric-emu/fabric/internal/testenv"
-	"github.com/fabric-emu/fabric/tc"
 )
 
-// upForTest builds a lab from YAML and removes it when the test ends.
-func upForTest(t testing.TB, src string) *Lab {
-	t.Helper()
-	testenv.RequireRoot(t)
-	s, err := Parse(t.Name()+".yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	Down(context.Background(), s.Name) // a previous crashed run of this test
-	lab, err := Up(context.Background(), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := lab.Down(context.Background()); err != nil {
-			t.Errorf("down: %v", err)
-		}
-		assertNothingLeft(t, s.Name)
-	})
-	return lab
-}
-
-// assertNothingLeft checks that no namespace, state or pinned BPF
-// directory of lab remains, and that the root namespace has no links it
-// did not have before the tests started.
-func assertNothingLeft(t testing.TB, lab string) {
-	t.Helper()
-	if ns, _ := netnsutil.LabPaths(lab); len(ns) > 0 {
-		t.Errorf("lab %s left namespaces: %v", lab, ns)
-	}
-	for _, p := range []string{LabDir(lab), filepath.Join(tc.BPFRoot, lab)} {
-		if _, err := os.Stat(p); err == nil {
-			t.Errorf("lab %s left %s", lab, p)
-		}
-	}
-	links, _ := netlink.LinkList()
-	for _, l := range links {
-		if rootLinksBefore != nil && !rootLinksBefore[l.Attrs().Name] {
-			t.Errorf("root namespace has a new link %s", l.Attrs().Name)
-		}
-	}
-}
-
-var rootLinksBefore map[string]bool
-
-func TestMain(m *testing.M) {
-	if os.Geteuid() == 0 {
-		rootLinksBefore = map[string]bool{}
-		links, _ := netlink.LinkList()
-		for _, l := range links {
-			rootLinksBefore[l.Attrs().Name] = true
-		}
-	}
-	os.Exit(m.Run())
-}
-
 func TestFatTreeK4PingAllAndECMP(t *testing.T) {
-	lab := upForTest(t, "name: t-emu-k4\ntopology: {kind: fattree, k: 4}\n")
+	lab := emutest.Up(t, "name: t-emu-k4\ntopology: {kind: fattree, k: 4}\n")
 	res, err := lab.PingAll(context.Background(), time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +111,7 @@ func TestFatTreeK4PingAllAndECMP(t *testing.T) {
 }
 
 // coreTx sums transmitted packets over each core switch's interfaces.
-func coreTx(t *testing.T, lab *Lab) map[string]uint64 {
+func coreTx(t *testing.T, lab *emu.Lab) map[string]uint64 {
 	out := map[string]uint64{}
 	for _, n := range lab.Graph.Switches() {
 		if n.Tier != "core" {
@@ -190,16 +135,16 @@ func coreTx(t *testing.T, lab *Lab) map[string]uint64 {
 }
 
 func TestTwoLabsCoexistAndNamesAreExclusive(t *testing.T) {
-	a := upForTest(t, "name: t-emu-a\ntopology: {kind: star, hosts: 3}\n")
-	b := upForTest(t, "name: t-emu-b\ntopology: {kind: dumbbell, left: 2, right: 2}\n")
-	for _, lab := range []*Lab{a, b} {
+	a := emutest.Up(t, "name: t-emu-a\ntopology: {kind: star, hosts: 3}\n")
+	b := emutest.Up(t, "name: t-emu-b\ntopology: {kind: dumbbell, left: 2, right: 2}\n")
+	for _, lab := range []*emu.Lab{a, b} {
 		res, err := lab.PingAll(context.Background(), time.Second)
 		if err != nil || res.Received != res.Sent {
 			t.Fatalf("%s: %v, %d/%d", lab.Name, err, res.Received, res.Sent)
 		}
 	}
-	s, _ := Parse("again.yaml", []byte("name: t-emu-a\ntopology: {kind: star, hosts: 2}\n"))
-	if _, err := Up(context.Background(), s); err == nil || !strings.Contains(err.Error(), "already exists") {
+	s, _ := emu.Parse("again.yaml", []byte("name: t-emu-a\ntopology: {kind: star, hosts: 2}\n"))
+	if _, err := emu.Up(context.Background(), s); err == nil || !strings.Contains(err.Error(), "already exists") {
 		t.Fatalf("second up of t-emu-a: %v", err)
 	}
 	// The failed up must not have touched the running lab.
@@ -212,15 +157,15 @@ func TestTwoLabsCoexistAndNamesAreExclusive(t *testing.T) {
 // back everything made so far.
 func TestFailedUpRollsBack(t *testing.T) {
 	testenv.RequireRoot(t)
-	s, err := Parse("rb.yaml", []byte("name: t-emu-rb\ntopology: {kind: star, hosts: 4}\nhosts:\n  sysctls: {net.ipv4.no_such_knob: 1}\n"))
+	s, err := emu.Parse("rb.yaml", []byte("name: t-emu-rb\ntopology: {kind: star, hosts: 4}\nhosts:\n  sysctls: {net.ipv4.no_such_knob: 1}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Up(context.Background(), s)
+	_, err = emu.Up(context.Background(), s)
 	if err == nil || !strings.Contains(err.Error(), "no_such_knob") {
 		t.Fatalf("up: %v", err)
 	}
-	assertNothingLeft(t, "t-emu-rb")
+	emutest.NothingLeft(t, "t-emu-rb")
 }
 
 // Killing `fabric up` with SIGKILL half-way and then running `fabric down`
@@ -264,7 +209,7 @@ func TestCrashRecovery(t *testing.T) {
 	if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
 		t.Fatalf("fabric %v: %v\n%s", args, err, out)
 	}
-	assertNothingLeft(t, lab)
+	emutest.NothingLeft(t, lab)
 }
 
 // hosts.cc: dctcp makes DCTCP every host's default, registering fabric's
@@ -272,7 +217,7 @@ func TestCrashRecovery(t *testing.T) {
 func TestLabCongestionControl(t *testing.T) {
 	testenv.RequireRoot(t)
 	before, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
-	lab := upForTest(t, "name: t-emu-cc\ntopology: {kind: star, hosts: 2}\nhosts: {cc: dctcp}\n")
+	lab := emutest.Up(t, "name: t-emu-cc\ntopology: {kind: star, hosts: 2}\nhosts: {cc: dctcp}\n")
 	err := lab.Do("h0", func() error {
 		got, err := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control")
 		if err != nil || strings.TrimSpace(string(got)) != "dctcp" {
@@ -295,7 +240,7 @@ func TestLabCongestionControl(t *testing.T) {
 // hosts.rto_min and hosts.quickack reach the hosts' default routes, the
 // rto_min locked (the kernel ignores an unlocked one).
 func TestHostRouteTimers(t *testing.T) {
-	lab := upForTest(t, "name: t11timers\ntopology: {kind: star, hosts: 2}\nhosts: {rto_min: 10ms, quickack: true}\n")
+	lab := emutest.Up(t, "name: t11timers\ntopology: {kind: star, hosts: 2}\nhosts: {rto_min: 10ms, quickack: true}\n")
 	var routes []netlink.Route
 	err := lab.Host("h0").Do(func() error {
 		var err error

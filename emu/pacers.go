@@ -63,7 +63,7 @@ func (l *Lab) StartPacers(ctx context.Context, hosts []string) error {
 		l.pacers[h] = p
 	}
 	l.mu.Unlock()
-	if err := l.writeHolder(); err != nil {
+	if err := l.writeAgentFile(); err != nil {
 		return fail(errors.Join(err, l.StopPacers()))
 	}
 	return nil
@@ -90,8 +90,8 @@ func (l *Lab) StopPacers() error {
 	for _, p := range ps {
 		errs = append(errs, p.Stop())
 	}
-	if h, _ := ReadHolder(l.Name); h != nil && h.PID == os.Getpid() {
-		errs = append(errs, l.writeHolder())
+	if h, _ := ReadAgent(l.Name); h != nil && h.PID == os.Getpid() {
+		errs = append(errs, l.writeAgentFile())
 	}
 	return errors.Join(errs...)
 }

@@ -1,4 +1,4 @@
-package emu
+package emu_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/fabric-emu/fabric/emu"
+	"github.com/fabric-emu/fabric/emu/emutest"
 	"github.com/fabric-emu/fabric/internal/netnsutil"
 	"github.com/fabric-emu/fabric/internal/units"
 	"github.com/fabric-emu/fabric/tc/pacer"
@@ -28,7 +30,7 @@ hosts:
 // A host's pacer is the lab's pacer section with the host's override on
 // top; the line rate defaults to the host's link.
 func TestPacerConfigLayers(t *testing.T) {
-	s, err := Parse("p.yaml", []byte(fmt.Sprintf(pacedLab, "p")))
+	s, err := emu.Parse("p.yaml", []byte(fmt.Sprintf(pacedLab, "p")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +66,7 @@ func TestPacerConfigLayers(t *testing.T) {
 // Up starts the pacers the lab file asks for in this process, records the
 // process, and Down stops them.
 func TestLabPacers(t *testing.T) {
-	lab := upForTest(t, fmt.Sprintf(pacedLab, "t-emu-pacer"))
+	lab := emutest.Up(t, fmt.Sprintf(pacedLab, "t-emu-pacer"))
 	ps := lab.Pacers()
 	if len(ps) != 2 || ps["h0"] == nil || ps["h1"] == nil {
 		t.Fatalf("pacers %v, want h0 and h1", ps)
@@ -72,12 +74,12 @@ func TestLabPacers(t *testing.T) {
 	if c := ps["h1"].Config(); c.Eta != 0.25 || c.Beta != 100 {
 		t.Errorf("h1 pacer runs with %+v, want eta 0.25 beta 100", c)
 	}
-	h, err := ReadHolder(lab.Name)
+	h, err := emu.ReadAgent(lab.Name)
 	if err != nil || h == nil {
-		t.Fatalf("pacer holder: %v %v", h, err)
+		t.Fatalf("pacer agent: %v %v", h, err)
 	}
-	if h.PID != os.Getpid() || h.Agent || !h.Alive() || !slices.Equal(h.Pacers, []string{"h0", "h1"}) {
-		t.Errorf("holder %+v, want this process (not an agent) with h0,h1", h)
+	if h.PID != os.Getpid() || h.Detached || !h.Alive() || !slices.Equal(h.Pacers, []string{"h0", "h1"}) {
+		t.Errorf("agent %+v, want this process (not detached) with h0,h1", h)
 	}
 	// The bucket hangs under the NIC's port class and is guaranteed only
 	// its floor (HTB lets a class send its guaranteed rate whatever the

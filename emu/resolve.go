@@ -131,7 +131,7 @@ func (b *builder) linkSettings(l *Link, own *CustomLink) {
 	l.Rate = *last(ptr(DefaultRate), b.links.Rate, cls.Rate, own.Rate)
 	l.MTU = *last(ptr(DefaultMTU), nonZero(b.links.MTU), nonZero(cls.MTU), nonZero(own.MTU))
 	l.Offloads = *last(ptr(false), b.links.Offloads, cls.Offloads)
-	l.Up, l.Down = wires([]*Delay{b.links.Delay, cls.Delay, own.Delay}, []*Loss{b.links.Loss, cls.Loss, own.Loss})
+	l.Up, l.Down = impairments([]*Delay{b.links.Delay, cls.Delay, own.Delay}, []*Loss{b.links.Loss, cls.Loss, own.Loss})
 }
 
 // last returns the last non-nil value.

@@ -1,6 +1,9 @@
 package emu
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 // sortHostsFirst orders nodes hosts-then-switches, keeping generator order
 // within each kind, so listings read naturally.
@@ -65,4 +68,28 @@ func hopsTo(dst *Node, switches []*Node, index map[*Node]int) []int {
 		}
 	}
 	return dist
+}
+
+// HostsVia lists the hosts that switch sw reaches through its interface
+// ifname: the host on the link itself, or the hosts of every route with
+// that interface among its next hops (one of several, for ECMP).
+func (g *Graph) HostsVia(sw, ifname string) []*Node {
+	n := g.Node(sw)
+	if n == nil || n.Iface(ifname) == nil {
+		return nil
+	}
+	via := n.Iface(ifname)
+	if via.Peer.Node.Kind == HostNode {
+		return []*Node{via.Peer.Node}
+	}
+	var out []*Node
+	for _, h := range g.Hosts() {
+		for _, r := range n.Routes {
+			if r.Dst.Contains(h.Addr) && slices.Contains(r.NextHops, via) {
+				out = append(out, h)
+				break
+			}
+		}
+	}
+	return out
 }

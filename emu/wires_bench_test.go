@@ -1,4 +1,4 @@
-package emu
+package emu_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fabric-emu/fabric/emu"
+	"github.com/fabric-emu/fabric/emu/emutest"
 	"github.com/fabric-emu/fabric/tc/tctest"
 )
 
@@ -19,7 +21,7 @@ import (
 const benchStar = "name: %s\ntopology: {kind: star, hosts: 10}\nlinks: {rate: 100Mbit%s}\n"
 
 // rttPercentiles pings from h9 to dst and returns p50 and p99.
-func rttPercentiles(b *testing.B, lab *Lab, dst string, n int) (time.Duration, time.Duration) {
+func rttPercentiles(b *testing.B, lab *emu.Lab, dst string, n int) (time.Duration, time.Duration) {
 	rtts, err := lab.RTT(context.Background(), "h9", dst, n)
 	if err != nil {
 		b.Fatal(err)
@@ -33,12 +35,12 @@ func rttPercentiles(b *testing.B, lab *Lab, dst string, n int) (time.Duration, t
 // without delay) plus 4 ms; idle, and with h0's link at 90 % load from
 // three UDP senders (pinging h0 itself, and h8 through an idle port).
 func BenchmarkDelayAccuracy(b *testing.B) {
-	base := upForTest(b, fmt.Sprintf(benchStar, "bdbase", ""))
+	base := emutest.Up(b, fmt.Sprintf(benchStar, "bdbase", ""))
 	base50, _ := rttPercentiles(b, base, "h0", 200)
 	if err := base.Down(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	lab := upForTest(b, fmt.Sprintf(benchStar, "bdacc", ", delay: 1ms"))
+	lab := emutest.Up(b, fmt.Sprintf(benchStar, "bdacc", ", delay: 1ms"))
 	want := 4*time.Millisecond + base50
 	report := func(name string, p50, p99 time.Duration) {
 		b.ReportMetric(float64(p50.Microseconds()), name+"-p50-µs")
@@ -67,7 +69,7 @@ func BenchmarkDelayAccuracy(b *testing.B) {
 		wg.Wait()
 		report("load90", p50, p99)
 		report("load90-other-port", q50, q99)
-		st, err := lab.Wire().Stats()
+		st, err := lab.DelayLoop().Stats()
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -79,7 +81,7 @@ func BenchmarkDelayAccuracy(b *testing.B) {
 // star with 1 ms on every direction (RTT 4 ms, BDP 50 KB, buffer 150 KB),
 // then nine senders into one receiver.
 func BenchmarkDelayedThroughput(b *testing.B) {
-	lab := upForTest(b, fmt.Sprintf(benchStar, "bdtput", ", delay: 1ms"))
+	lab := emutest.Up(b, fmt.Sprintf(benchStar, "bdtput", ", delay: 1ms"))
 	sink := tctest.ListenTCP(b, lab, "h0", 5001)
 	defer sink.Close()
 	dst := netip.AddrPortFrom(lab.Host("h0").Addr(), 5001)
@@ -110,13 +112,13 @@ func BenchmarkDelayedThroughput(b *testing.B) {
 // A k = 4 fat tree with 1 ms of delay on every link: 48 delayed
 // directions, one queue each.
 func BenchmarkDelayedFatTreeUp(b *testing.B) {
-	s, err := Parse("bdft.yaml", []byte("name: bdft\ntopology: {kind: fattree, k: 4}\nlinks: {rate: 100Mbit, delay: 1ms}\n"))
+	s, err := emu.Parse("bdft.yaml", []byte("name: bdft\ntopology: {kind: fattree, k: 4}\nlinks: {rate: 100Mbit, delay: 1ms}\n"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	for range b.N {
 		t0 := time.Now()
-		lab, err := Up(context.Background(), s)
+		lab, err := emu.Up(context.Background(), s)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -124,7 +126,7 @@ func BenchmarkDelayedFatTreeUp(b *testing.B) {
 		if err := lab.Down(context.Background()); err != nil {
 			b.Fatal(err)
 		}
-		assertNothingLeft(b, s.Name)
+		emutest.NothingLeft(b, s.Name)
 		b.ReportMetric(float64(up.Milliseconds()), "up-ms")
 	}
 }

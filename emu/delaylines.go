@@ -19,30 +19,30 @@ import (
 	"github.com/fabric-emu/fabric/tc/delay"
 )
 
-// A link with delay or loss is spliced through the lab's wire namespace,
-// fab.<lab>._wire, which holds its delay lines (package tc/delay):
+// A link with delay or loss is spliced through the lab's delay namespace,
+// fab.<lab>._delay, which holds its delay lines (package tc/delay):
 //
-//	A:ethX ─veth─ _wire:w<i>a   _wire:w<i>b ─veth─ B:ethY
+//	A:ethX ─veth─ _delay:w<i>a   _delay:w<i>b ─veth─ B:ethY
 //
-// The wire forwards between its two ends at layer 3, with a netfilter queue
+// The delay namespace forwards between its two ends at layer 3, with a netfilter queue
 // per delayed direction in between. Its interfaces wear the far end's MAC
 // (w<i>a is B's, w<i>b is A's), so A and B keep the neighbour entries they
-// would have without it. The wire sits after the sending port's queue, so
+// would have without it. The delay namespace sits after the sending port's queue, so
 // a delay never counts against a buffer, and before the far end's
 // interface, so a capture there (the LMM's ingress) sees the packet after
 // its delay. tc's programs on the sending port meet the same packet at the
-// wire's ingress (the veth peer) as they would at B's. A node name cannot
-// start with '_', so the wire never collides with one.
-const wireNode = "_wire"
+// delay namespace's ingress (the veth peer) as they would at B's. A node name cannot
+// start with '_', so the delay namespace never collides with one.
+const delayNode = "_delay"
 
-// WireNetNS is the path of lab's wire namespace.
-func WireNetNS(lab string) string { return netnsutil.Path(lab, wireNode) }
+// DelayNetNS is the path of lab's delay namespace.
+func DelayNetNS(lab string) string { return netnsutil.Path(lab, delayNode) }
 
-// wired reports whether l goes through the wire.
-func (l *Link) wired() bool { return !l.Up.IsZero() || !l.Down.IsZero() }
+// impaired reports whether l goes through the delay namespace.
+func (l *Link) impaired() bool { return !l.Up.IsZero() || !l.Down.IsZero() }
 
-// wireIfname is the wire's interface facing end i of l.
-func wireIfname(i *Iface) string {
+// delayIfname is the delay namespace's interface facing end i of l.
+func delayIfname(i *Iface) string {
 	if i == i.Link.A {
 		return fmt.Sprintf("w%da", i.Link.Index)
 	}
@@ -50,74 +50,74 @@ func wireIfname(i *Iface) string {
 }
 
 // Lines are the delay lines of g: one per delayed or lossy direction of a
-// link, named "A:ethX>B:ethY", arriving on the wire's interface facing the
+// link, named "A:ethX>B:ethY", arriving on the delay namespace's interface facing the
 // sender.
 func (g *Graph) Lines() []delay.Line {
 	var out []delay.Line
 	for _, l := range g.Links {
 		for _, from := range []*Iface{l.A, l.B} {
-			if w := from.Wire(); l.wired() && !w.IsZero() {
-				out = append(out, delay.Line{Name: from.Label() + ">" + from.Peer.Label(), In: wireIfname(from), Delay: w.Delay, Loss: w.Loss, Rate: float64(l.Rate), MTU: l.MTU})
+			if w := from.Impairment(); l.impaired() && !w.IsZero() {
+				out = append(out, delay.Line{Name: from.Label() + ">" + from.Peer.Label(), In: delayIfname(from), Delay: w.Delay, Loss: w.Loss, Rate: float64(l.Rate), MTU: l.MTU})
 			}
 		}
 	}
 	return out
 }
 
-// createWire makes the wire namespace; the build's other steps reach it as
-// b.wire.
-func (b *build) createWire() error {
-	return netnsutil.Create(WireNetNS(b.lab), func() error {
+// createDelayNS makes the delay namespace; the build's other steps reach it as
+// b.delayNS.
+func (b *build) createDelayNS() error {
+	return netnsutil.Create(DelayNetNS(b.lab), func() error {
 		for _, kv := range [][2]string{{"net.ipv6.conf.default.disable_ipv6", "1"}, {"net.ipv4.ip_forward", "1"},
 			{"net.ipv4.conf.all.rp_filter", "0"}, {"net.ipv4.conf.default.rp_filter", "0"}} {
 			if err := ensureSysctl(kv[0], kv[1]); err != nil {
-				return fmt.Errorf("%s: %w", wireNode, err)
+				return fmt.Errorf("%s: %w", delayNode, err)
 			}
 		}
 		var err error
-		b.wire, err = openHandles()
+		b.delayNS, err = openHandles()
 		return err
 	})
 }
 
-// vethWireToB makes the wire's end facing B and B's interface, from the
-// wire's namespace (links made A's end and the wire's end facing A).
-func (b *build) vethWireToB(l *Link) error {
+// vethDelayNSToB makes the delay namespace's end facing B and B's interface, from the
+// delay namespace (links made A's end and the delay namespace's end facing A).
+func (b *build) vethDelayNSToB(l *Link) error {
 	veth := &netlink.Veth{
-		LinkAttrs:        netlink.LinkAttrs{Name: wireIfname(l.B), MTU: l.MTU, TxQLen: -1, HardwareAddr: l.A.MAC()},
+		LinkAttrs:        netlink.LinkAttrs{Name: delayIfname(l.B), MTU: l.MTU, TxQLen: -1, HardwareAddr: l.A.MAC()},
 		PeerName:         l.B.Name,
 		PeerHardwareAddr: l.B.MAC(),
 		PeerMTU:          uint32(l.MTU),
 		PeerTxQLen:       -1,
 		PeerNamespace:    netlink.NsFd(b.nodes[l.B.Node].ns),
 	}
-	if err := b.wire.nl.LinkAdd(veth); err != nil {
-		return fmt.Errorf("link %s – wire – %s: %w", l.A.Label(), l.B.Label(), err)
+	if err := b.delayNS.nl.LinkAdd(veth); err != nil {
+		return fmt.Errorf("link %s – delay namespace – %s: %w", l.A.Label(), l.B.Label(), err)
 	}
 	return nil
 }
 
-// configureWire brings the wire's interfaces up with offloads off and
+// configureDelayNS brings the delay namespace's interfaces up with offloads off and
 // routes each end's arrivals out of the other end, by input interface.
-func (b *build) configureWire(ctx context.Context) error {
-	h := b.wire.nl
+func (b *build) configureDelayNS(ctx context.Context) error {
+	h := b.delayNS.nl
 	lo, err := h.LinkByName("lo")
 	if err == nil {
 		err = h.LinkSetUp(lo)
 	}
 	if err != nil {
-		return fmt.Errorf("%s: lo: %w", wireNode, err)
+		return fmt.Errorf("%s: lo: %w", delayNode, err)
 	}
 	for _, l := range b.g.Links {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if !l.wired() {
+		if !l.impaired() {
 			continue
 		}
 		ends := map[*Iface]int{}
 		for _, i := range []*Iface{l.A, l.B} {
-			idx, err := b.wireEnd(i)
+			idx, err := b.delayNSEnd(i)
 			if err != nil {
 				return err
 			}
@@ -125,46 +125,46 @@ func (b *build) configureWire(ctx context.Context) error {
 		}
 		for k, from := range []*Iface{l.A, l.B} {
 			to := from.Peer
-			table := wireTable(l, k)
+			table := delayTable(l, k)
 			rule := netlink.NewRule()
-			rule.IifName, rule.Table, rule.Priority = wireIfname(from), table, 1000
+			rule.IifName, rule.Table, rule.Priority = delayIfname(from), table, 1000
 			if err := h.RuleAdd(rule); err != nil {
-				return fmt.Errorf("%s: rule for %s: %w", wireNode, wireIfname(from), err)
+				return fmt.Errorf("%s: rule for %s: %w", delayNode, delayIfname(from), err)
 			}
 			route := &netlink.Route{Table: table, LinkIndex: ends[to], Gw: net.IP(to.Local.AsSlice()), Flags: int(netlink.FLAG_ONLINK)}
 			if err := h.RouteAdd(route); err != nil {
-				return fmt.Errorf("%s: route to %s: %w", wireNode, to.Label(), err)
+				return fmt.Errorf("%s: route to %s: %w", delayNode, to.Label(), err)
 			}
 		}
 	}
 	return nil
 }
 
-// wireTable numbers the routing table of one direction of a wired link.
-func wireTable(l *Link, direction int) int { return 1000 + 2*l.Index + direction }
+// delayTable numbers the routing table of one direction of a impaired link.
+func delayTable(l *Link, direction int) int { return 1000 + 2*l.Index + direction }
 
-// wireEnd sets up the wire's interface facing i: up, offloads off, one
+// delayNSEnd sets up the delay namespace's interface facing i: up, offloads off, one
 // segment per skb, and a permanent neighbour entry for i's address.
-func (b *build) wireEnd(i *Iface) (int, error) {
-	h := b.wire.nl
-	name := wireIfname(i)
+func (b *build) delayNSEnd(i *Iface) (int, error) {
+	h := b.delayNS.nl
+	name := delayIfname(i)
 	link, err := h.LinkByName(name)
 	if err != nil {
-		return 0, fmt.Errorf("%s: %s: %w", wireNode, name, err)
+		return 0, fmt.Errorf("%s: %s: %w", delayNode, name, err)
 	}
-	if err := ethtool.SetOffloads(b.wire.ethtool, name, ethtool.Offloads{}); err != nil {
-		return 0, fmt.Errorf("%s: %s: %w", wireNode, name, err)
+	if err := ethtool.SetOffloads(b.delayNS.ethtool, name, ethtool.Offloads{}); err != nil {
+		return 0, fmt.Errorf("%s: %s: %w", delayNode, name, err)
 	}
 	if err := h.LinkSetGSOMaxSegs(link, 1); err != nil {
-		return 0, fmt.Errorf("%s: %s: gso_max_segs: %w", wireNode, name, err)
+		return 0, fmt.Errorf("%s: %s: gso_max_segs: %w", delayNode, name, err)
 	}
 	neigh := &netlink.Neigh{LinkIndex: link.Attrs().Index, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
 		IP: net.IP(i.Local.AsSlice()), HardwareAddr: i.MAC()}
 	if err := h.NeighAdd(neigh); err != nil {
-		return 0, fmt.Errorf("%s: %s: neighbour %s: %w", wireNode, name, i.Local, err)
+		return 0, fmt.Errorf("%s: %s: neighbour %s: %w", delayNode, name, i.Local, err)
 	}
 	if err := h.LinkSetUp(link); err != nil {
-		return 0, fmt.Errorf("%s: %s: up: %w", wireNode, name, err)
+		return 0, fmt.Errorf("%s: %s: up: %w", delayNode, name, err)
 	}
 	return link.Attrs().Index, nil
 }
@@ -188,17 +188,17 @@ func openHandles() (*nodeHandles, error) {
 	return c, nil
 }
 
-// peerOf is where a port's veth peer is: the wire's end for a wired link,
+// peerOf is where a port's veth peer is: the delay namespace's end for a impaired link,
 // the far node's interface otherwise.
 func peerOf(lab string, i *Iface) (node, ifname, netnsPath string) {
-	if i.Link.wired() {
-		return wireNode, wireIfname(i), WireNetNS(lab)
+	if i.Link.impaired() {
+		return delayNode, delayIfname(i), DelayNetNS(lab)
 	}
 	return i.Peer.Node.Name, i.Peer.Name, netnsutil.Path(lab, i.Peer.Node.Name)
 }
 
 // steerReleases sets receive packet steering on both far ends of every
-// wired link, so that the kernel carries released packets on from another
+// impaired link, so that the kernel carries released packets on from another
 // CPU than the delay lines' (delay.RPSMask).
 func (b *build) steerReleases(ctx context.Context) error {
 	mask := delay.RPSMask()
@@ -209,7 +209,7 @@ func (b *build) steerReleases(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if !l.wired() {
+		if !l.impaired() {
 			continue
 		}
 		for _, i := range []*Iface{l.A, l.B} {
@@ -231,25 +231,25 @@ func (b *build) steerReleases(ctx context.Context) error {
 	return nil
 }
 
-// startWire starts the delay lines of the lab's wired links, run by this
-// process (the Lab owns them) until Down or StopWire.
-func (l *Lab) startWire() error {
+// startDelayLoop starts the delay lines of the lab's impaired links, run by this
+// process (the Lab owns them) until Down or StopDelayLoop.
+func (l *Lab) startDelayLoop() error {
 	lines := l.Graph.Lines()
 	if len(lines) == 0 {
 		return nil
 	}
-	w, err := delay.Start(WireNetNS(l.Name), lines, wireSeed(l.Name))
+	w, err := delay.Start(DelayNetNS(l.Name), lines, delaySeed(l.Name))
 	if err != nil {
 		return err
 	}
 	l.mu.Lock()
-	l.wire = w
+	l.delayLoop = w
 	l.mu.Unlock()
-	return l.writeHolder()
+	return l.writeAgentFile()
 }
 
-// wireSeed seeds the lines' loss draws from the lab's name.
-func wireSeed(lab string) uint64 {
+// delaySeed seeds the lines' loss draws from the lab's name.
+func delaySeed(lab string) uint64 {
 	var h uint64 = 14695981039346656037
 	for _, c := range []byte(lab) {
 		h = (h ^ uint64(c)) * 1099511628211
@@ -257,26 +257,26 @@ func wireSeed(lab string) uint64 {
 	return h
 }
 
-// Wire is the lab's delay lines when this handle runs them, else nil.
-func (l *Lab) Wire() *delay.Wire {
+// Impairment is the lab's delay lines when this handle runs them, else nil.
+func (l *Lab) DelayLoop() *delay.Loop {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.wire
+	return l.delayLoop
 }
 
-// StopWire stops the delay lines this handle runs: from then on nothing
+// StopDelayLoop stops the delay lines this handle runs: from then on nothing
 // crosses a delayed link.
-func (l *Lab) StopWire() error {
+func (l *Lab) StopDelayLoop() error {
 	l.mu.Lock()
-	w := l.wire
-	l.wire = nil
+	w := l.delayLoop
+	l.delayLoop = nil
 	l.mu.Unlock()
 	if w == nil {
 		return nil
 	}
 	err := w.Stop()
-	if h, _ := ReadHolder(l.Name); h != nil && h.PID == os.Getpid() {
-		err = errors.Join(err, l.writeHolder())
+	if h, _ := ReadAgent(l.Name); h != nil && h.PID == os.Getpid() {
+		err = errors.Join(err, l.writeAgentFile())
 	}
 	return err
 }
@@ -287,11 +287,11 @@ var delayAvailable = delay.Check
 
 // HasDelayLines reports whether the lab has a link with delay or loss,
 // which delay lines carry.
-func (s *Spec) HasDelayLines() bool { return len(s.wireFields()) > 0 }
+func (s *Spec) HasDelayLines() bool { return len(s.impairmentFields()) > 0 }
 
-// wireFields are the settings of the spec that ask for delay or loss, as
+// impairmentFields are the settings of the spec that ask for delay or loss, as
 // field paths.
-func (s *Spec) wireFields() []string {
+func (s *Spec) impairmentFields() []string {
 	var out []string
 	for path, d := range map[string]LinkDefaults{"links": s.Links.LinkDefaults, "links.host": s.Links.Host, "links.fabric": s.Links.Fabric} {
 		if d.Delay != nil {
@@ -313,10 +313,10 @@ func (s *Spec) wireFields() []string {
 	return out
 }
 
-// checkWires refuses a lab with delay or loss on a kernel that cannot run
+// checkImpairments refuses a lab with delay or loss on a kernel that cannot run
 // delay lines, naming the first setting that asks for them.
-func (s *Spec) checkWires(g *Graph) error {
-	if !g.HasWires() {
+func (s *Spec) checkImpairments(g *Graph) error {
+	if !g.HasDelayLines() {
 		return nil
 	}
 	err := delayAvailable()
@@ -324,7 +324,7 @@ func (s *Spec) checkWires(g *Graph) error {
 		return nil
 	}
 	field := "links"
-	if f := s.wireFields(); len(f) > 0 {
+	if f := s.impairmentFields(); len(f) > 0 {
 		field = f[0]
 	}
 	return s.Wrap(yamlfile.Field(field, "link delay and loss need delay lines, which this kernel cannot run: %v", err))

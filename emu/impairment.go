@@ -10,7 +10,7 @@ import (
 	"github.com/fabric-emu/fabric/internal/yamlfile"
 )
 
-// A link's wire is what happens to a packet after the sending port's
+// A link's impairment is what happens to a packet after the sending port's
 // queue and before the far end: propagation delay and random loss, set
 // per direction. "Up" is from the link's first end to its second: away
 // from the hosts in every generated topology (host → edge → aggregation
@@ -26,7 +26,7 @@ type Delay struct {
 	Down *time.Duration `json:"down,omitempty"`
 }
 
-// Loss is the probability, per direction, that the wire drops a packet,
+// Loss is the probability, per direction, that the link drops a packet,
 // independently of every other: 0.001, or {up: 0.01}.
 type Loss struct {
 	Up   *float64 `json:"up,omitempty"`
@@ -116,18 +116,18 @@ func parseLoss(n *yaml.Node) (float64, error) {
 	return p, nil
 }
 
-// Wire is what one direction of a link does to its packets after the
+// Impairment is what one direction of a link does to its packets after the
 // sending port's queue.
-type Wire struct {
+type Impairment struct {
 	Delay time.Duration `json:"delay,omitempty"`
 	Loss  float64       `json:"loss,omitempty"`
 }
 
-// IsZero reports a plain wire: no delay, no loss.
-func (w Wire) IsZero() bool { return w == Wire{} }
+// IsZero reports no impairment: no delay, no loss.
+func (w Impairment) IsZero() bool { return w == Impairment{} }
 
 // String is "1ms" or "1ms, loss 0.1%".
-func (w Wire) String() string {
+func (w Impairment) String() string {
 	out := w.Delay.String()
 	if w.Loss > 0 {
 		out += ", loss " + strconv.FormatFloat(100*w.Loss, 'g', 4, 64) + "%"
@@ -135,9 +135,9 @@ func (w Wire) String() string {
 	return out
 }
 
-// wires resolves the layers of delay and loss (lowest first) into the
+// impairments resolves the layers of delay and loss (lowest first) into the
 // link's two directions.
-func wires(delays []*Delay, losses []*Loss) (up, down Wire) {
+func impairments(delays []*Delay, losses []*Loss) (up, down Impairment) {
 	for _, d := range delays {
 		if d != nil {
 			up.Delay = deref(d.Up, up.Delay)
@@ -160,17 +160,17 @@ func deref[T any](p *T, def T) T {
 	return *p
 }
 
-// Wire is the wire that packets leaving i cross: the link's up direction
+// Impairment is what the link does to packets leaving i: the link's up direction
 // when i is its first end, down otherwise.
-func (i *Iface) Wire() Wire {
+func (i *Iface) Impairment() Impairment {
 	if i == i.Link.A {
 		return i.Link.Up
 	}
 	return i.Link.Down
 }
 
-// HasWires reports whether any link of g delays or drops packets.
-func (g *Graph) HasWires() bool {
+// HasDelayLines reports whether any link of g delays or drops packets.
+func (g *Graph) HasDelayLines() bool {
 	for _, l := range g.Links {
 		if !l.Up.IsZero() || !l.Down.IsZero() {
 			return true
@@ -179,25 +179,25 @@ func (g *Graph) HasWires() bool {
 	return false
 }
 
-// Wires is the part of a links section that an experiment's scheme may
+// Impairments is the part of a links section that an experiment's scheme may
 // change: delay and loss, per class. Rates and MTUs stay the lab's, since
 // the schedule depends on them.
-type Wires struct {
-	Delay  *Delay     `yaml:"delay,omitempty" json:"delay,omitempty"`
-	Loss   *Loss      `yaml:"loss,omitempty" json:"loss,omitempty"`
-	Host   *WireLayer `yaml:"host,omitempty" json:"host,omitempty"`
-	Fabric *WireLayer `yaml:"fabric,omitempty" json:"fabric,omitempty"`
+type Impairments struct {
+	Delay  *Delay           `yaml:"delay,omitempty" json:"delay,omitempty"`
+	Loss   *Loss            `yaml:"loss,omitempty" json:"loss,omitempty"`
+	Host   *ImpairmentLayer `yaml:"host,omitempty" json:"host,omitempty"`
+	Fabric *ImpairmentLayer `yaml:"fabric,omitempty" json:"fabric,omitempty"`
 }
 
-// WireLayer is delay and loss for one class of links.
-type WireLayer struct {
+// ImpairmentLayer is delay and loss for one class of links.
+type ImpairmentLayer struct {
 	Delay *Delay `yaml:"delay,omitempty" json:"delay,omitempty"`
 	Loss  *Loss  `yaml:"loss,omitempty" json:"loss,omitempty"`
 }
 
-// WithWires returns the spec with w layered over its links: each delay or
+// WithImpairments returns the spec with w layered over its links: each delay or
 // loss that w sets (per class, per direction) replaces the lab's.
-func (s Spec) WithWires(w Wires) *Spec {
+func (s Spec) WithImpairments(w Impairments) *Spec {
 	l := &s.Links
 	l.Delay, l.Loss = overDelay(l.Delay, w.Delay), overLoss(l.Loss, w.Loss)
 	if w.Host != nil {
