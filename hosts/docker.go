@@ -32,11 +32,12 @@ const (
 	LabelNetNS = "fabric.netns"
 )
 
-// LabelImage=ImageKindEndpoint marks images whose command is `fabric
-// sleep`, which prints SleepReady (images/endpoint/Dockerfile sets it).
+// LabelImage=ImageKindHost marks images whose command is `fabric
+// sleep`, which prints SleepReady (images/host/Dockerfile sets it). The
+// value is the host image's old name, which images already built carry.
 const (
-	LabelImage        = "fabric.image"
-	ImageKindEndpoint = "endpoint"
+	LabelImage    = "fabric.image"
+	ImageKindHost = "endpoint"
 )
 
 // SleepReady is the line `fabric sleep` prints on stdout once a SIGTERM
@@ -232,7 +233,7 @@ func (d *Docker) createContainer(ctx context.Context, cli *client.Client, ref Re
 		}
 		hostCfg.Binds = append(hostCfg.Binds, bin+":"+heldFabric+":ro")
 		cfg.Entrypoint, cfg.Cmd = []string{heldFabric}, []string{"sleep"}
-		cfg.Labels[LabelImage] = ImageKindEndpoint // it prints SleepReady
+		cfg.Labels[LabelImage] = ImageKindHost // it prints SleepReady
 	}
 	created, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: hostCfg})
 	switch {
@@ -288,7 +289,7 @@ func (d *Docker) startAndAttach(ctx context.Context, cli *client.Client, ref Ref
 	// removeNetNSFile (already queued) unmounts before it deletes.
 	settle := cmp.Or(d.ExitGrace, DefaultExitGrace)
 	var ready <-chan struct{}
-	if inspected.Container.Config != nil && inspected.Container.Config.Labels[LabelImage] == ImageKindEndpoint {
+	if inspected.Container.Config != nil && inspected.Container.Config.Labels[LabelImage] == ImageKindHost {
 		if ready, err = awaitReadyLine(waitCtx, cli, id); err != nil {
 			return fmt.Errorf("follow output of container %s: %w", name, err)
 		}

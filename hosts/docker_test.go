@@ -17,17 +17,18 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/fabric-emu/fabric/hosts"
+	"github.com/fabric-emu/fabric/hosts/hoststest"
 	"github.com/fabric-emu/fabric/images"
 	"github.com/fabric-emu/fabric/internal/testenv"
 )
 
 func TestDockerCreateStartRemove(t *testing.T) {
 	testenv.RequireDocker(t)
-	image := buildTestImage(t, nil)
-	cli := dockerClient(t)
+	image := hoststest.BuildImage(t, nil)
+	cli := hoststest.DockerClient(t)
 	ctx := context.Background()
 	d := &hosts.Docker{}
-	lab := uniqueName()
+	lab := hoststest.UniqueName()
 	ref := dockerRef(t, lab, "h1", image)
 	t.Cleanup(func() { d.Remove(context.Background(), ref) })
 
@@ -99,7 +100,7 @@ func TestDockerCreateStartRemove(t *testing.T) {
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitWithin(t, p, 10*time.Second); err != nil {
+	if err := hoststest.WaitWithin(t, p, 10*time.Second); err != nil {
 		t.Fatalf("fabric sleep after SIGTERM: %v", err)
 	}
 	if err := p.Signal(syscall.SIGTERM); !errors.Is(err, os.ErrProcessDone) {
@@ -112,7 +113,7 @@ func TestDockerCreateStartRemove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = waitWithin(t, p, 10*time.Second)
+	err = hoststest.WaitWithin(t, p, 10*time.Second)
 	var ee *hosts.ExitError
 	if !errors.As(err, &ee) || ee.Code != 1 || ee.Host != "h1" {
 		t.Fatalf("Wait = %v, want an ExitError with code 1 on h1", err)
@@ -143,14 +144,14 @@ func TestDockerEarlyExit(t *testing.T) {
 	testenv.RequireDocker(t)
 	const dockerfile = "FROM scratch\nCOPY fabric /fabric\nENTRYPOINT [\"/fabric\"]\nCMD [\"exit-now\"]\n"
 	for _, tc := range []struct{ name, dockerfile string }{
-		{"endpoint", dockerfile + "LABEL " + hosts.LabelImage + "=" + hosts.ImageKindEndpoint + "\n"},
+		{"endpoint", dockerfile + "LABEL " + hosts.LabelImage + "=" + hosts.ImageKindHost + "\n"},
 		{"foreign", dockerfile},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			image := buildTestImage(t, []byte(tc.dockerfile))
-			cli := dockerClient(t)
+			image := hoststest.BuildImage(t, []byte(tc.dockerfile))
+			cli := hoststest.DockerClient(t)
 			d := &hosts.Docker{ExitGrace: time.Second} // a loaded machine starts containers slowly
-			ref := dockerRef(t, uniqueName(), "h7", image)
+			ref := dockerRef(t, hoststest.UniqueName(), "h7", image)
 			t.Cleanup(func() { d.Remove(context.Background(), ref) })
 
 			err := d.Create(context.Background(), ref)
@@ -170,9 +171,9 @@ func TestDockerEarlyExit(t *testing.T) {
 
 func TestDockerMissingImage(t *testing.T) {
 	testenv.RequireDocker(t)
-	cli := dockerClient(t)
+	cli := hoststest.DockerClient(t)
 	d := &hosts.Docker{}
-	ref := dockerRef(t, uniqueName(), "h2", "fabric-endpoint:"+testPrefix+"-never-built")
+	ref := dockerRef(t, hoststest.UniqueName(), "h2", "fabric-endpoint:"+hoststest.Prefix+"-never-built")
 	t.Cleanup(func() { d.Remove(context.Background(), ref) })
 
 	err := d.Create(context.Background(), ref)
@@ -193,7 +194,7 @@ func TestDockerMissingImage(t *testing.T) {
 func TestDockerUnreachableDaemon(t *testing.T) {
 	sock := "unix://" + filepath.Join(t.TempDir(), "no-daemon.sock")
 	d := &hosts.Docker{Host: sock}
-	ref := hosts.Ref{Lab: uniqueName(), Node: "h3", Runtime: "docker", NetNS: filepath.Join(t.TempDir(), "fab.h3")}
+	ref := hosts.Ref{Lab: hoststest.UniqueName(), Node: "h3", Runtime: "docker", NetNS: filepath.Join(t.TempDir(), "fab.h3")}
 
 	err := d.Create(context.Background(), ref)
 	if err == nil {
@@ -218,7 +219,7 @@ func TestBuildImageRejectsDynamicBinary(t *testing.T) {
 	// /bin/sh is dynamically linked on every distribution this runs on; a
 	// static one would make this test meaningless, so check first.
 	if b, err := os.ReadFile("/bin/sh"); err != nil || !strings.Contains(string(b), "ld-linux") {
-		t.Skip("/bin/sh is not a dynamically linked ELF here")
+		testenv.SkipOrFail(t, "/bin/sh is not a dynamically linked ELF here")
 	}
 	_, err := (&hosts.Docker{Host: "unix:///nonexistent"}).BuildImage(context.Background(), hosts.ImageBuild{Binary: "/bin/sh"})
 	if err == nil || !strings.Contains(err.Error(), "dynamically linked") || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
@@ -233,25 +234,10 @@ func assertDockerHostGone(t *testing.T, cli *client.Client, ref hosts.Ref) {
 	if _, err := cli.ContainerInspect(context.Background(), hosts.ContainerName(ref), client.ContainerInspectOptions{}); !cerrdefs.IsNotFound(err) {
 		t.Errorf("container %s: inspect err=%v, want not found", hosts.ContainerName(ref), err)
 	}
-	if names := labContainers(t, cli, ref.Lab); len(names) > 0 {
+	if names := hoststest.Containers(t, cli, ref.Lab); len(names) > 0 {
 		t.Errorf("containers of lab %s left: %v", ref.Lab, names)
 	}
-	assertNoNetNS(t, ref.NetNS)
-}
-
-// waitWithin waits for p, failing the test if it takes longer than d.
-func waitWithin(t *testing.T, p hosts.Process, d time.Duration) error {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- p.Wait() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(d):
-		p.Signal(syscall.SIGKILL)
-		t.Fatalf("process %d still running after %s", p.PID(), d)
-		return nil
-	}
+	hoststest.NoNetNS(t, ref.NetNS)
 }
 
 // BenchmarkDockerHost is the cost of one docker host: container create,
@@ -259,12 +245,12 @@ func waitWithin(t *testing.T, p hosts.Process, d time.Duration) error {
 // parallel, so a lab pays roughly this once per worker round.
 func BenchmarkDockerHost(b *testing.B) {
 	testenv.RequireDocker(b)
-	image := buildTestImage(b, nil)
+	image := hoststest.BuildImage(b, nil)
 	d := &hosts.Docker{}
 	ctx := context.Background()
 	var create, remove time.Duration
 	for i := 0; b.Loop(); i++ {
-		ref := dockerRef(b, uniqueName(), fmt.Sprintf("h%d", i), image)
+		ref := dockerRef(b, hoststest.UniqueName(), fmt.Sprintf("h%d", i), image)
 		t0 := time.Now()
 		if err := d.Create(ctx, ref); err != nil {
 			d.Remove(ctx, ref)
@@ -285,7 +271,7 @@ func BenchmarkDockerHost(b *testing.B) {
 // pile up untagged 40 MB images.
 func TestBuildImageReplacesPrevious(t *testing.T) {
 	testenv.RequireDocker(t)
-	bin, err := fabricBinary()
+	bin, err := hoststest.FabricBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,9 +279,9 @@ func TestBuildImageReplacesPrevious(t *testing.T) {
 	// make an image byte for byte equal to fabric-endpoint:latest when
 	// another test built that, and an image two tags share is untagged,
 	// not removed, when one of them moves.
-	unique := append(append([]byte{}, images.EndpointDockerfile...), []byte("\nLABEL fabric.test="+uniqueName()+"\n")...)
-	tag := buildTestImage(t, unique)
-	cli := dockerClient(t)
+	unique := append(append([]byte{}, images.HostDockerfile...), []byte("\nLABEL fabric.test="+hoststest.UniqueName()+"\n")...)
+	tag := hoststest.BuildImage(t, unique)
+	cli := hoststest.DockerClient(t)
 	ctx := context.Background()
 	first, err := cli.ImageInspect(ctx, tag)
 	if err != nil {
@@ -319,8 +305,8 @@ func TestBuildImageReplacesPrevious(t *testing.T) {
 // image is FROM scratch and this binary, so there is nothing to ask.
 func TestDockerBuildsMissingDefaultImage(t *testing.T) {
 	testenv.RequireDocker(t)
-	cli := dockerClient(t)
-	bin, err := fabricBinary()
+	cli := hoststest.DockerClient(t)
+	bin, err := hoststest.FabricBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +315,7 @@ func TestDockerBuildsMissingDefaultImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := &hosts.Docker{}
-	ref := dockerRef(t, uniqueName(), "h1", "")
+	ref := dockerRef(t, hoststest.UniqueName(), "h1", "")
 	t.Cleanup(func() { d.Remove(context.Background(), ref) })
 	if err := d.Create(context.Background(), ref); err != nil {
 		t.Fatalf("Create without the default image: %v", err)

@@ -26,7 +26,7 @@ type ImageBuild struct {
 	// Binary is the fabric executable to put in the image. It must be
 	// statically linked, because the image is FROM scratch.
 	Binary string
-	// Dockerfile replaces images/endpoint/Dockerfile (tests use it to make
+	// Dockerfile replaces images/host/Dockerfile (tests use it to make
 	// images whose command misbehaves). Its build context holds the binary
 	// as "fabric".
 	Dockerfile []byte
@@ -42,7 +42,7 @@ func (d *Docker) BuildImage(ctx context.Context, b ImageBuild) (string, error) {
 		b.Tag = DefaultImage
 	}
 	if b.Dockerfile == nil {
-		b.Dockerfile = images.EndpointDockerfile
+		b.Dockerfile = images.HostDockerfile
 	}
 	if err := checkStatic(b.Binary); err != nil {
 		return "", err

@@ -95,6 +95,9 @@ type Command struct {
 	Argv []string
 	Env  []string // NAME=value, added to the environment it would have
 	Log  string   // stdout and stderr are appended here; "" discards them
+	// Dir is the working directory on a netns host ("" keeps fabric's);
+	// a docker host's command runs in its image's.
+	Dir string
 }
 
 // StartCommand starts c on the host. On a netns host it is a child process
@@ -154,6 +157,7 @@ func startInNetNS(ref Ref, c Command) (Process, error) {
 	defer log.Close() // the child has its own copy
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Dir = c.Dir
 	if len(c.Env) > 0 {
 		cmd.Env = append(os.Environ(), c.Env...)
 	}

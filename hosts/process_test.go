@@ -15,12 +15,13 @@ import (
 	"github.com/fabric-emu/fabric/internal/netnsutil"
 
 	"github.com/fabric-emu/fabric/hosts"
+	"github.com/fabric-emu/fabric/hosts/hoststest"
 	"github.com/fabric-emu/fabric/internal/testenv"
 )
 
 func TestStartInNetNS(t *testing.T) {
 	testenv.RequireRoot(t)
-	lab := uniqueName()
+	lab := hoststest.UniqueName()
 	path := newTestNetNS(t, netnsutil.Name(lab, "h1"))
 	ref := hosts.Ref{Lab: lab, Node: "h1", NetNS: path, Runtime: "netns"}
 	ownNS := nsInode(t, "/proc/self/ns/net")
@@ -46,7 +47,7 @@ func TestStartInNetNS(t *testing.T) {
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	err = waitWithin(t, p, 10*time.Second)
+	err = hoststest.WaitWithin(t, p, 10*time.Second)
 	var ee *hosts.ExitError
 	if !errors.As(err, &ee) || ee.Code != -1 || ee.Status != "signal: terminated" || ee.Host != "h1" {
 		t.Fatalf("Wait after SIGTERM = %#v, want an ExitError for signal terminated", err)
@@ -68,7 +69,7 @@ func TestStartInNetNS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := waitWithin(t, p, 10*time.Second); !errors.As(err, &ee) || ee.Code != 3 {
+	if err := hoststest.WaitWithin(t, p, 10*time.Second); !errors.As(err, &ee) || ee.Code != 3 {
 		t.Fatalf("Wait = %v, want exit code 3", err)
 	}
 	if log, _ := os.ReadFile(logPath); !strings.HasSuffix(string(log), "to-stderr\nsecond\n") {
@@ -92,12 +93,12 @@ func TestStartInNetNS(t *testing.T) {
 // itself: `fabric sleep` runs until SIGTERM and then exits 0.
 func TestStartFabricNetNS(t *testing.T) {
 	testenv.RequireRoot(t)
-	bin, err := fabricBinary()
+	bin, err := hoststest.FabricBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv(hosts.EnvFabricBinary, bin)
-	lab := uniqueName()
+	lab := hoststest.UniqueName()
 	ref := hosts.Ref{Lab: lab, Node: "h2", NetNS: newTestNetNS(t, netnsutil.Name(lab, "h2"))}
 	logPath := filepath.Join(t.TempDir(), "h2.log")
 	p, err := hosts.StartFabric(context.Background(), ref, []string{"sleep"}, logPath)
@@ -111,14 +112,14 @@ func TestStartFabricNetNS(t *testing.T) {
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitWithin(t, p, 10*time.Second); err != nil {
+	if err := hoststest.WaitWithin(t, p, 10*time.Second); err != nil {
 		t.Fatalf("fabric sleep after SIGTERM: %v, want exit 0", err)
 	}
 }
 
 func TestExecInNetNS(t *testing.T) {
 	testenv.RequireRoot(t)
-	lab := uniqueName()
+	lab := hoststest.UniqueName()
 	ref := hosts.Ref{Lab: lab, Node: "h3", NetNS: newTestNetNS(t, netnsutil.Name(lab, "h3"))}
 	var out bytes.Buffer
 	err := hosts.Exec(context.Background(), ref, []string{"/bin/sh", "-c", "read line; echo got $line; readlink /proc/self/ns/net; exit 4"},

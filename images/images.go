@@ -4,9 +4,9 @@ package images
 
 import _ "embed"
 
-// EndpointDockerfile builds the image docker-runtime hosts run in: FROM
+// HostDockerfile builds the image docker-runtime hosts run in: FROM
 // scratch plus the static fabric binary, which the build context must hold
 // under the name "fabric".
 //
-//go:embed endpoint/Dockerfile
-var EndpointDockerfile []byte
+//go:embed host/Dockerfile
+var HostDockerfile []byte

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"math"
 	"runtime"
 	"sort"
 	"time"
@@ -44,7 +45,15 @@ func Dispatch(ctx context.Context, start time.Time, host string, msgs []Message,
 type Lateness struct {
 	n, over1ms int64
 	sum, max   time.Duration
+	// hist counts sends by lateness in µs, the last bucket holding every
+	// send later than the others: a p99 that an open-loop arrival process
+	// can be judged by (a Poisson sender's lateness against its packets'
+	// time on the link).
+	hist [lateBuckets]int64
 }
+
+// lateBuckets is the histogram's size: 1 µs buckets to 2 ms.
+const lateBuckets = 2001
 
 // Add counts one send d after its time.
 func (l *Lateness) Add(d time.Duration) {
@@ -54,11 +63,29 @@ func (l *Lateness) Add(d time.Duration) {
 	if d > time.Millisecond {
 		l.over1ms++
 	}
+	l.hist[min(max(d.Microseconds(), 0), lateBuckets-1)]++
+}
+
+// Quantile is the lateness that a fraction q of the sends were no later
+// than, to the µs; past the histogram's 2 ms, the latest send's.
+func (l *Lateness) Quantile(q float64) time.Duration {
+	if l.n == 0 {
+		return 0
+	}
+	rank := int64(math.Ceil(q * float64(l.n)))
+	var seen int64
+	for us, c := range l.hist[:lateBuckets-1] {
+		if seen += c; seen >= rank {
+			return time.Duration(us+1) * time.Microsecond
+		}
+	}
+	return l.max
 }
 
 // Record is l as the Sender record of host.
 func (l *Lateness) Record(host string) Sender {
-	s := Sender{Host: host, Sends: l.n, LateOver1ms: l.over1ms, LateMaxNS: l.max.Nanoseconds()}
+	s := Sender{Host: host, Sends: l.n, LateOver1ms: l.over1ms, LateMaxNS: l.max.Nanoseconds(),
+		LateP50NS: l.Quantile(0.5).Nanoseconds(), LateP99NS: l.Quantile(0.99).Nanoseconds()}
 	if l.n > 0 {
 		s.LateMeanNS = l.sum.Nanoseconds() / l.n
 	}
@@ -71,7 +98,21 @@ func (l *Lateness) Record(host string) Sender {
 // bunched Poisson arrivals (inter-arrival CoV 1.13 instead of 1.0 at 500
 // requests/s) and cannot pace a 1 ms probe train. nanosleep wakes on an
 // hrtimer, within the thread's timer slack (PinClockThread sets 1 ns).
+// A wait longer than one nap begins on a Go timer that ctx can cut short,
+// until coarseWait before t: a transport waiting seconds for its next
+// message does not wake every nap to look at ctx. A shorter wait is one
+// nanosleep, as a wake-up through the Go timer costs more (a hand-off to
+// this locked thread).
 func SleepUntil(ctx context.Context, t time.Time) bool {
+	if d := time.Until(t); d > nap {
+		timer := time.NewTimer(d - coarseWait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return false
+		case <-timer.C:
+		}
+	}
 	for {
 		if ctx.Err() != nil {
 			return false
@@ -80,11 +121,19 @@ func SleepUntil(ctx context.Context, t time.Time) bool {
 		if d <= 0 {
 			return true
 		}
-		// Wake at least every 50 ms to notice cancellation.
-		ts := unix.NsecToTimespec(int64(min(d, 50*time.Millisecond)))
+		ts := unix.NsecToTimespec(int64(min(d, nap)))
 		unix.Nanosleep(&ts, nil) // EINTR just loops
 	}
 }
+
+// nap is the longest nanosleep, after which SleepUntil looks at ctx;
+// coarseWait is how long before its time a long wait moves from the Go
+// timer to nanosleep: more than the Go timer's rounding and its lateness
+// on a busy machine, so that nanosleep still decides the instant.
+const (
+	nap        = 50 * time.Millisecond
+	coarseWait = 5 * time.Millisecond
+)
 
 // PinClockThread gives the calling goroutine its own thread with 1 ns
 // timer slack and, when permitted (root, CAP_SYS_NICE), the lowest

@@ -18,6 +18,9 @@
 //     send time and EndNS the delivery of its last byte.
 //  4. On SIGTERM it flushes its records and exits 0.
 //
+// Serve is that life for a transport written in Go, which supplies only
+// its Endpoint; fabric's own transports are served so.
+//
 // Version is the contract's version. The schedule, the environment and the
 // records change only by adding fields, so a transport written against
 // version 1 keeps working.

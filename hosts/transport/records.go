@@ -8,6 +8,7 @@ package transport
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +16,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
+	"time"
 )
 
 // Type tags a record line.
@@ -27,6 +30,7 @@ const (
 	TypeProbe  Type = "probe"  // one received LMM probe packet
 	TypeSample Type = "sample" // a periodic throughput sample of a long-lived flow
 	TypeSender Type = "sender" // how late one process sent against its schedule
+	TypeMetric Type = "metric" // a figure only the transport knows (retransmissions, grants)
 )
 
 // Flow is one delivered message of the schedule (Message.ID). StartNS is
@@ -96,6 +100,23 @@ type Sender struct {
 	LateOver1ms int64  `json:"late_over_1ms"`
 	LateMeanNS  int64  `json:"late_mean_ns"`
 	LateMaxNS   int64  `json:"late_max_ns"`
+	// LateP50NS and LateP99NS are percentiles of the lateness, to the µs
+	// (to 2 ms; past it, LateMaxNS): an open-loop arrival process is
+	// judged by them against its packets' time on the link.
+	LateP50NS int64 `json:"late_p50_ns,omitempty"`
+	LateP99NS int64 `json:"late_p99_ns,omitempty"`
+}
+
+// Metric is a figure only the transport knows, such as its
+// retransmissions or the grants it sent. Without TNS it is a count over
+// the whole trial, written once at exit: the report sums it over the
+// hosts. With TNS it is one sample of something that varies (a window, a
+// backlog): the report averages the samples.
+type Metric struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit"`           // what Value counts or measures: packets, bytes, µs
+	TNS   int64   `json:"t_ns,omitempty"` // CLOCK_REALTIME ns of a sample
 }
 
 // Writer appends records to a file through a buffer, so recording a flow
@@ -104,6 +125,21 @@ type Writer struct {
 	mu  sync.Mutex
 	f   *os.File
 	buf *bufio.Writer
+	// through: from this instant every record goes to the file at once
+	// (WriteThroughFrom).
+	through time.Time
+	flush   *time.Timer
+}
+
+// WriteThroughFrom flushes the buffer at at and writes every later record
+// through at once. From the schedule's end the runner reads the records to
+// end the drain as soon as every message is in; a record costs a syscall
+// then, when the traffic is winding down.
+func (w *Writer) WriteThroughFrom(at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.through = at
+	w.flush = time.AfterFunc(time.Until(at), func() { w.Flush() })
 }
 
 // FileName is the records file of one endpoint.
@@ -136,7 +172,13 @@ func (w *Writer) put(t Type, rec any) error {
 	defer w.mu.Unlock()
 	w.buf.WriteString(`{"type":"` + string(t) + `",`)
 	w.buf.Write(b[1:])
-	return w.buf.WriteByte('\n')
+	if err := w.buf.WriteByte('\n'); err != nil {
+		return err
+	}
+	if !w.through.IsZero() && time.Now().After(w.through) {
+		return w.buf.Flush()
+	}
+	return nil
 }
 
 func (w *Writer) Flow(r Flow) error     { return w.put(TypeFlow, r) }
@@ -144,6 +186,22 @@ func (w *Writer) Query(r Query) error   { return w.put(TypeQuery, r) }
 func (w *Writer) Probe(r Probe) error   { return w.put(TypeProbe, r) }
 func (w *Writer) Sample(r Sample) error { return w.put(TypeSample, r) }
 func (w *Writer) Sender(r Sender) error { return w.put(TypeSender, r) }
+func (w *Writer) Metric(r Metric) error { return w.put(TypeMetric, r) }
+
+// Counts writes one count (a Metric without time) per name in unit.
+func (w *Writer) Counts(unit string, counts map[string]int64) error {
+	names := make([]string, 0, len(counts))
+	for n := range counts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := w.Metric(Metric{Name: n, Value: float64(counts[n]), Unit: unit}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // Flush writes buffered records to the file.
 func (w *Writer) Flush() error {
@@ -154,6 +212,11 @@ func (w *Writer) Flush() error {
 
 // Close flushes and closes the file.
 func (w *Writer) Close() error {
+	w.mu.Lock()
+	if w.flush != nil {
+		w.flush.Stop()
+	}
+	w.mu.Unlock()
 	return errors.Join(w.Flush(), w.f.Close())
 }
 
@@ -164,6 +227,7 @@ type Set struct {
 	Probes  []Probe
 	Samples []Sample
 	Senders []Sender
+	Metrics []Metric
 }
 
 // ReadDir reads every records-*.jsonl file in dir.
@@ -228,6 +292,10 @@ func (s *Set) Read(name string, r io.Reader) error {
 			var v Sender
 			err = json.Unmarshal(b, &v)
 			s.Senders = append(s.Senders, v)
+		case TypeMetric:
+			var v Metric
+			err = json.Unmarshal(b, &v)
+			s.Metrics = append(s.Metrics, v)
 		default:
 			err = fmt.Errorf("unknown record type %q", head.Type)
 		}
@@ -237,6 +305,49 @@ func (s *Set) Read(name string, r io.Reader) error {
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// required are the fields a record of each type must carry; the others
+// may be left out, and are then zero (class and query: none).
+var required = map[Type][]string{
+	TypeFlow:   {"id", "src", "dst", "size", "bytes", "start_ns", "end_ns"},
+	TypeQuery:  {"id", "aggregator", "start_ns", "end_ns"},
+	TypeProbe:  {"seq", "send_ns", "recv_ns"},
+	TypeSample: {"flow_id", "t_ns", "bytes"},
+	TypeSender: {"host", "sends", "late_over_1ms", "late_mean_ns", "late_max_ns"},
+	TypeMetric: {"name", "value", "unit"},
+}
+
+// CheckRecord checks one line of a records file against the contract: a
+// JSON object of a known type, with that type's required fields, each of
+// its type. It is stricter than Set.Read, which reads what it can.
+func CheckRecord(line []byte) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(line, &fields); err != nil {
+		return err
+	}
+	var t Type
+	if err := json.Unmarshal(fields["type"], &t); err != nil || t == "" {
+		return errors.New(`no "type" string`)
+	}
+	want, ok := required[t]
+	if !ok {
+		return fmt.Errorf("unknown record type %q", t)
+	}
+	var missing []string
+	for _, f := range want {
+		if _, ok := fields[f]; !ok {
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%s record without %s", t, strings.Join(missing, ", "))
+	}
+	var one Set
+	if err := one.Read("", bytes.NewReader(line)); err != nil {
+		return errors.Unwrap(err) // without Read's "name:line: "
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/fabric-emu/fabric/hosts/transport/homa"
 	"github.com/fabric-emu/fabric/hosts/transport/ndp"
 	"github.com/fabric-emu/fabric/hosts/transport/tcp"
+	"github.com/fabric-emu/fabric/hosts/transport/udp"
 )
 
 // Run is a transport's process: see transport.Env for what it is told.
@@ -29,6 +30,7 @@ var transports = map[string]Run{
 	"tcp":  tcp.Run,  // kernel TCP with the scheme's congestion control
 	"homa": homa.Run, // receiver-driven, 8 priorities (Montazeri's thesis)
 	"ndp":  ndp.Run,  // receiver-pulled over trimming switches (Handley et al., SIGCOMM 2017)
+	"udp":  udp.Run,  // one open-loop datagram per message: the poisson pattern's packets
 }
 
 // Lookup returns the transport called name.
@@ -56,15 +58,9 @@ func Has(name string) bool { return slices.Contains(Names(), name) }
 //
 // One processor because a lab runs a transport process on every host,
 // many more runnable processes than the machine has cores, each doing a
-// few µs of work per wake-up; a Homa sender's profile put ~41 % of its
-// samples in Go's scheduler (findRunnable, netpoll, futex), and a second
-// processor mostly adds a thread that wakes, looks for work and sleeps
-// again. BenchmarkHomaCPUPerPacket's spec, four runs of 2 trials each
-// way, alternating (2026-11-28): 36.0 µs of Homa CPU per packet against
-// 39.1, the CPU saturated in 48 % of samples against 60 %, and the
-// shortest half's p99 slowdown 49-86 against 91-164. Kernel TCP (cubic)
-// on the same lab and schedule, two runs each way: the CPU saturated in
-// 2-10 % of samples against 19-27 %.
+// few µs of work per wake-up, and a second processor mostly adds a thread
+// that wakes, looks for work in Go's scheduler and sleeps again
+// (BenchmarkHomaCPUPerPacket measures the difference).
 func Process(run Run) Run {
 	if os.Getenv("GOMAXPROCS") == "" {
 		run = onOneProcessor(run)

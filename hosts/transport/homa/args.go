@@ -26,8 +26,7 @@ type Args struct {
 	// and a sender's silence timeout is twice it, raised by what DONEs
 	// have been taking. A granted packet at a low scheduled priority can
 	// wait behind higher ones for several RTTs without being lost: a
-	// shorter timeout retransmits what is only queued (at 4 RTTs, 1 % of
-	// W4's packets at 80 % load arrived twice).
+	// shorter timeout retransmits what is only queued.
 	ResendAfter transport.Duration `json:"resend_after,omitempty"`
 	// Port is where Homa listens (default 4000).
 	Port int `json:"port,omitempty"`
@@ -62,9 +61,8 @@ func withDefaults(env *transport.Env, a Args) (Args, error) {
 	if a.ResendAfter == 0 {
 		// RTTBytes' round trip, not the contract's small-packet RTT: on a
 		// multi-hop fabric with no added delay, full packets' store-and-
-		// forward makes the first many times the second, and 10 of the
-		// second retransmitted what was only queued until the lab collapsed
-		// under resends (homa/slowdown-fattree, 2026-11-25).
+		// forward makes the first many times the second, and a timeout
+		// on the second re-sends what is only queued.
 		rtt := time.Duration(float64(a.RTTBytes) * 8 / float64(max(env.LinkRate, 1)) * 1e9)
 		a.ResendAfter = transport.Duration(max(10*rtt, 2*time.Millisecond))
 	}

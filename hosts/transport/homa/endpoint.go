@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,22 +31,26 @@ type endpoint struct {
 	// write (open sets it), or a test's network.
 	tx func(dst netip.Addr, p uint8, b []byte)
 
-	mu       sync.Mutex
-	pacer    *transport.Pacer
-	outgoing map[uint64]*outMsg
+	mu        sync.Mutex
+	spacer    *transport.Spacer
+	timerWake transport.Wake // a message began: the timers have work again
+	outgoing  map[uint64]*outMsg
 	// ready holds the outgoing messages that have a packet they may send
 	// now (pending), fewest bytes left first, so that picking the next
 	// packet takes the top, not a scan of every message: a sender the
-	// CPU holds up collects many, and scanning them all for every packet
-	// took 44 % of a sender's CPU (BenchmarkHomaCPUPerPacket's profile).
+	// CPU holds up collects many, and a scan per packet would cost most
+	// when the sender is already behind.
 	ready readyHeap
 	// waiting holds the other outgoing messages: all they may send has
 	// gone, and they wait for a grant, a RESEND or DONE. Only these can
 	// fall silent, so the retry timer looks at them, not at every message
-	// (scanning all of them every tick took 25 % of an overloaded
-	// sender's CPU).
+	// (a scan of all of them every tick is what an overloaded sender can
+	// least afford).
 	waiting  map[*outMsg]struct{}
 	incoming map[uint64]*inMsg
+	// grants ranks the incoming messages that need grants, for the
+	// receiver's scheduler (grant).
+	grants   grantQueue
 	done     map[uint64]bool // messages received whole (duplicates are dropped)
 	schedule map[uint64]transport.Message
 	// doneRTT times DONEs from a message's last packet, for the sender's
@@ -57,7 +60,7 @@ type endpoint struct {
 	retrying          map[netip.Addr]int // messages awaiting an answer to a re-sent packet, by receiver
 	stats             Stats
 	// Every packet through the sockets, data and control, for the CPU
-	// cost per packet (the pacer sends without the lock).
+	// cost per packet (the spacer sends without the lock).
 	pktsOut, pktsIn atomic.Int64
 }
 
@@ -72,8 +75,9 @@ type Stats struct {
 func newEndpoint(env *transport.Env, args Args, prio Priorities, w *transport.Writer, sched []transport.Message, log *slog.Logger) *endpoint {
 	e := &endpoint{env: env, args: args, prio: prio, log: log, w: w, mtuPay: payloadSize(env.MTU), port: args.Port,
 		outgoing: map[uint64]*outMsg{}, waiting: map[*outMsg]struct{}{}, incoming: map[uint64]*inMsg{},
-		done: map[uint64]bool{}, schedule: transport.ByID(sched), retrying: map[netip.Addr]int{}}
-	e.pacer = transport.NewPacer(pacerLead, HeaderLen+e.mtuPay, dataSource{e})
+		done: map[uint64]bool{}, schedule: transport.ByID(sched), retrying: map[netip.Addr]int{},
+		grants: newGrantQueue(prio.Scheduled()), timerWake: transport.NewWake()}
+	e.spacer = transport.NewSpacer(pacerLead, HeaderLen+e.mtuPay, dataSource{e})
 	return e
 }
 
@@ -140,32 +144,25 @@ func (e *endpoint) handle(src netip.Addr, b []byte) {
 	}
 }
 
-// timers runs the receiver's and sender's timeouts every tick until ctx ends.
+// timers runs the receiver's and sender's timeouts until ctx ends, while
+// a message is being sent or received: with none there is nothing to time,
+// and they sleep until one begins (TestTimersSleepWhileIdle).
 func (e *endpoint) timers(ctx context.Context) {
 	// Every wake-up costs tens of µs on a virtual machine, times every
 	// host: tick at half the timeout, so a stall is noticed within 1.5
 	// timeouts.
-	tick := time.NewTicker(max(time.Duration(e.args.ResendAfter)/2, time.Millisecond))
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-tick.C:
-			e.mu.Lock()
-			e.resendStalled(now)
-			e.retrySilent(now)
-			e.mu.Unlock()
-		}
-	}
+	timeouts := transport.Job{Every: max(time.Duration(e.args.ResendAfter)/2, time.Millisecond), Run: func(now time.Time) {
+		e.mu.Lock()
+		e.resendStalled(now)
+		e.retrySilent(now)
+		e.mu.Unlock()
+	}}
+	transport.RunWhileBusy(ctx, e.timerWake, e.busy, timeouts)
 }
 
-// sortedBy returns the keys of m ordered by less.
-func sortedBy[K comparable, V any](m map[K]V, less func(a, b V) int) []V {
-	out := make([]V, 0, len(m))
-	for _, v := range m {
-		out = append(out, v)
-	}
-	slices.SortFunc(out, less)
-	return out
+// busy says whether a message is being sent or received.
+func (e *endpoint) busy() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.outgoing) > 0 || len(e.incoming) > 0
 }

@@ -3,12 +3,10 @@ package homa
 import (
 	"context"
 	"log/slog"
-	"math/rand/v2"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,43 +14,10 @@ import (
 	"github.com/fabric-emu/fabric/hosts/transport/transporttest"
 )
 
-// network joins endpoints in memory: every packet may be lost, and each
-// is delivered after its own random delay, so packets overtake each other.
-type network struct {
-	mu        sync.Mutex
-	rng       *rand.Rand
-	loss      float64
-	maxDelay  time.Duration
-	endpoints map[netip.Addr]*endpoint
-	dropped   int
-	prios     map[uint8]int // DATA packets sent at each priority
-}
-
-func (n *network) transmit(from netip.Addr) func(netip.Addr, uint8, []byte) {
-	return func(dst netip.Addr, p uint8, b []byte) {
-		n.mu.Lock()
-		if b[0] == typeData {
-			n.prios[p]++
-		}
-		lost := n.rng.Float64() < n.loss
-		delay := time.Duration(n.rng.Int64N(int64(n.maxDelay)))
-		if lost {
-			n.dropped++
-		}
-		to := n.endpoints[dst]
-		n.mu.Unlock()
-		if lost || to == nil {
-			return
-		}
-		pkt := append([]byte(nil), b...)
-		time.AfterFunc(delay, func() { to.handle(from, pkt) })
-	}
-}
-
-// pair starts two endpoints on a lossy, reordering network, each with its
-// own records file, and returns them with a function that stops both and
-// returns their records.
-func pair(t *testing.T, net *network, sched []transport.Message) ([2]*endpoint, func() *transport.Set) {
+// pair starts two endpoints on a network, each with its own records file,
+// and returns them with a function that stops both and returns their
+// records.
+func pair(t *testing.T, net *transporttest.Network, sched []transport.Message) ([2]*endpoint, func() *transport.Set) {
 	t.Helper()
 	var eps [2]*endpoint
 	n := 0
@@ -63,8 +28,8 @@ func pair(t *testing.T, net *network, sched []transport.Message) ([2]*endpoint, 
 		}
 		prio := prioritiesOfSizes(sizesOf(sched), args.RTTBytes, payloadSize(env.MTU), 0)
 		e := newEndpoint(env, args, prio, w, sched, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-		e.tx = net.transmit(env.Addr)
-		net.endpoints[env.Addr] = e
+		e.tx = func(dst netip.Addr, _ uint8, b []byte) { net.Send(env.Addr, dst, b) }
+		net.Attach(env.Addr, e.handle)
 		eps[n] = e
 		n++
 		goes(e.timers)
@@ -87,57 +52,27 @@ func sizesOf(msgs []transport.Message) []int64 {
 // once than the degree of overcommitment, and lost packets were recovered
 // by RESEND.
 func TestDeliveredOnceUnderLossAndReordering(t *testing.T) {
-	net := &network{rng: rand.New(rand.NewPCG(1, 2)), loss: 0.03, maxDelay: 300 * time.Microsecond,
-		endpoints: map[netip.Addr]*endpoint{}, prios: map[uint8]int{}}
+	net := transporttest.NewNetwork(1)
+	net.Loss, net.MaxDelay = 0.03, 300*time.Microsecond
 	sizes := []int64{1, 2, 100, 1447, 1448, 1449, 3000, 9999, 12500, 12501, 50000, 100000, 1 << 20, 4 << 20}
-	var sched []transport.Message
-	for i, x := range sizes {
-		for dir := range 2 {
-			src, dst := "a", "b"
-			if dir == 1 {
-				src, dst = dst, src
-			}
-			sched = append(sched, transport.Message{ID: uint64(2*i + dir + 1), Src: src, Dst: dst, Size: x,
-				DstAddr: netip.MustParseAddr(map[string]string{"a": "10.0.0.1", "b": "10.0.0.2"}[dst])})
-		}
-	}
+	sched := transporttest.BothWays(sizes)
 	eps, stop := pair(t, net, sched)
 	for _, m := range sched {
 		eps[map[string]int{"a": 0, "b": 1}[m.Src]].start(m)
 	}
 	// Everything arrives when no endpoint has a message left to send.
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		busy := false
+	transporttest.Await(t, 60*time.Second, "messages left to send", func() bool {
 		for _, e := range eps {
 			e.mu.Lock()
-			busy = busy || len(e.outgoing) > 0
+			busy := len(e.outgoing) > 0
 			e.mu.Unlock()
-		}
-		if !busy {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	set := stop()
-	got := map[uint64]int{}
-	for _, f := range set.Flows {
-		got[f.ID]++
-		var want transport.Message
-		for _, m := range sched {
-			if m.ID == f.ID {
-				want = m
+			if busy {
+				return false
 			}
 		}
-		if f.Bytes != want.Size || f.Src != want.Src || f.Dst != want.Dst {
-			t.Errorf("record %+v for message %+v", f, want)
-		}
-	}
-	for _, m := range sched {
-		if got[m.ID] != 1 {
-			t.Errorf("message %d (%d B, %s→%s) recorded %d times", m.ID, m.Size, m.Src, m.Dst, got[m.ID])
-		}
-	}
+		return true
+	})
+	transporttest.DeliveredOnce(t, transport.ByID(sched), stop(), nil)
 	var st Stats
 	for _, e := range eps {
 		e.mu.Lock()
@@ -149,9 +84,10 @@ func TestDeliveredOnceUnderLossAndReordering(t *testing.T) {
 		st.Dups += e.stats.Dups
 		e.mu.Unlock()
 	}
-	t.Logf("dropped %d packets; %d RESENDs, %d packets retransmitted, %d duplicates dropped", net.dropped, st.Resends, st.Retransmitted, st.Dups)
-	if net.dropped == 0 || st.Resends == 0 || st.Retransmitted == 0 {
-		t.Errorf("the network dropped %d packets and %d were resent: recovery was not exercised", net.dropped, st.Retransmitted)
+	dropped := net.Counts().Dropped
+	t.Logf("dropped %d packets; %d RESENDs, %d packets retransmitted, %d duplicates dropped", dropped, st.Resends, st.Retransmitted, st.Dups)
+	if dropped == 0 || st.Resends == 0 || st.Retransmitted == 0 {
+		t.Errorf("the network dropped %d packets and %d were resent: recovery was not exercised", dropped, st.Retransmitted)
 	}
 }
 
@@ -166,7 +102,7 @@ func handPicked(t *testing.T) (*endpoint, Args) {
 		t.Fatal(err)
 	}
 	e := newEndpoint(env, args, Priorities{Unscheduled: 1}, nil, nil, slog.New(slog.DiscardHandler))
-	e.pacer.Reserve(time.Now(), time.Hour)
+	e.spacer.Reserve(time.Now(), time.Hour)
 	return e, args
 }
 

@@ -23,6 +23,9 @@ type inMsg struct {
 	// receiver's grants take to be answered.
 	grantAt time.Time
 	resent  bool // it has been asked for again: its answers time nothing (Karn)
+	// Its place in the endpoint's grant queue (grantQueue).
+	queued    int
+	heapIndex int
 }
 
 // remaining is what the grant scheduler ranks messages by (SRPT).
@@ -40,8 +43,12 @@ func (e *endpoint) onData(src netip.Addr, h header, now time.Time) {
 	im := e.incoming[h.id]
 	if im == nil {
 		im = &inMsg{id: h.id, src: src, size: int64(h.size), got: map[uint32]uint32{},
-			granted: min(e.args.RTTBytes, int64(h.size))}
+			granted: min(e.args.RTTBytes, int64(h.size)), heapIndex: -1}
 		e.incoming[h.id] = im
+		e.timerWake.Signal()
+		if im.granted < im.size {
+			e.grants.add(im)
+		}
 	}
 	im.lastData = now
 	if _, dup := im.got[h.offset]; dup {
@@ -56,6 +63,7 @@ func (e *endpoint) onData(src netip.Addr, h header, now time.Time) {
 	}
 	im.got[h.offset] = h.length
 	im.bytes += int64(h.length)
+	e.grants.moved(im)
 	im.asked = 0
 	if !im.grantAt.IsZero() && int64(h.offset)+int64(h.length) >= im.granted {
 		if !im.resent {
@@ -72,6 +80,7 @@ func (e *endpoint) onData(src netip.Addr, h header, now time.Time) {
 // complete records a whole message and tells its sender.
 func (e *endpoint) complete(im *inMsg, now time.Time) {
 	delete(e.incoming, im.id)
+	e.grants.remove(im)
 	e.done[im.id] = true
 	e.control(im.src, header{typ: typeDone, id: im.id})
 	m, ok := e.schedule[im.id]
@@ -92,16 +101,9 @@ func (e *endpoint) complete(im *inMsg, now time.Time) {
 // now is when the packet that prompted it arrived: a GRANT's answer is
 // timed from it, with no clock read per GRANT.
 func (e *endpoint) grant(now time.Time) {
-	k := e.prio.Scheduled()
-	active := 0
-	for _, im := range sortedBy(e.incoming, byRemaining) {
-		if im.granted >= im.size {
-			continue // fully granted: nothing left to schedule
-		}
-		if active == k {
-			break
-		}
-		prio := e.prio.Sched(active)
+	full := 0 // fully granted here: they leave the queue after this pass
+	for rank, im := range e.grants.active {
+		prio := e.prio.Sched(rank)
 		target := min(im.size, im.bytes+e.args.RTTBytes)
 		// Grant a packet's worth at a time, or a new priority at once.
 		if target >= im.granted+int64(e.mtuPay) || target == im.size || prio != im.prio {
@@ -110,23 +112,19 @@ func (e *endpoint) grant(now time.Time) {
 			e.control(im.src, header{typ: typeGrant, prio: prio, id: im.id, offset: uint32(im.granted)})
 			e.stats.Grants++
 		}
-		active++
+		if im.granted >= im.size {
+			full++
+		}
 	}
-	e.stats.MaxActive = max(e.stats.MaxActive, active)
-}
-
-func byRemaining(a, b *inMsg) int {
-	switch {
-	case a.remaining() < b.remaining():
-		return -1
-	case a.remaining() > b.remaining():
-		return 1
-	case a.id < b.id:
-		return -1
-	case a.id > b.id:
-		return 1
+	e.stats.MaxActive = max(e.stats.MaxActive, len(e.grants.active))
+	for i := 0; full > 0; {
+		if im := e.grants.active[i]; im.granted >= im.size {
+			e.grants.remove(im)
+			full--
+			continue
+		}
+		i++
 	}
-	return 0
 }
 
 // resendStalled asks for the first missing bytes of every message that
@@ -134,7 +132,7 @@ func byRemaining(a, b *inMsg) int {
 // and twice as long after each RESEND that brought nothing new. The
 // timeout is ResendAfter or, when longer, what grants have been taking to
 // be answered (SRTT + 4 RTTVAR, from a GRANT to the packet that ends what
-// it allowed): a sender, its pacer or this receiver's own socket that the
+// it allowed): a sender, its spacer or this receiver's own socket that the
 // CPU holds up is slow, not lossy, and asking it again only adds
 // packets to the load that made it slow.
 func (e *endpoint) resendStalled(now time.Time) {
@@ -176,10 +174,9 @@ func (im *inMsg) firstMissing() (off, end int64) {
 }
 
 // backoff is a timeout after n unanswered tries: it doubles with each, up
-// to 16 times the first. Without it an overloaded lab collapsed: packets
-// that were only late (a CPU-saturated machine, delay lines 12 ms behind)
-// were asked for and resent again and again, at 100 Mbit/s on W4 40 % of
-// the data a receiver got were duplicates, which loaded the CPU further.
+// to 16 times the first, because on an overloaded machine packets that
+// are only late would otherwise be asked for and re-sent again and again,
+// and the duplicates load the CPU further.
 func backoff(timeout time.Duration, n int) time.Duration { return timeout << min(n, maxBackoffs) }
 
 // maxBackoffs is how many times a timeout doubles at most.

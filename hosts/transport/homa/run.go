@@ -6,10 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
-	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/fabric-emu/fabric/hosts/transport"
 	"github.com/fabric-emu/fabric/hosts/workload"
@@ -25,37 +21,37 @@ func Run(ctx context.Context, env *transport.Env, stdout io.Writer, log *slog.Lo
 	if err != nil {
 		return err
 	}
-	sched, err := transport.ReadScheduleFile(env.Schedule)
-	if err != nil {
-		return err
-	}
-	prio, err := priorities(env, args, sched, log)
-	if err != nil {
-		return err
-	}
-	w, err := transport.OpenRecords(env.Records)
-	if err != nil {
-		return err
-	}
-	e := newEndpoint(env, args, prio, w, sched, log)
-	if err := e.open(ctx); err != nil {
-		e.close()
-		return errors.Join(err, w.Close())
-	}
-	var wg sync.WaitGroup
-	wg.Go(e.receive)
-	wg.Go(func() { e.timers(ctx) })
-	wg.Go(func() { e.pace(ctx) })
-	if err := transport.Ready(stdout); err != nil {
-		return err
-	}
-	out := transport.Outgoing(sched, env.Host)
-	log.Info("homa", "sends", len(out), "rtt_bytes", args.RTTBytes, "unsched_levels", prio.Unscheduled,
-		"cutoffs", prio.Cutoffs, "pacer", *args.Pacer)
-	late := transport.Dispatch(ctx, env.Start(), env.Host, out, e.start)
-	<-ctx.Done()
-	e.close()
-	wg.Wait()
+	return transport.Serve(ctx, env, stdout, func(ctx context.Context, sched []transport.Message, w *transport.Writer) (transport.Endpoint, error) {
+		prio, err := priorities(env, args, sched, log)
+		if err != nil {
+			return nil, err
+		}
+		e := newEndpoint(env, args, prio, w, sched, log)
+		if err := e.open(ctx); err != nil {
+			e.close()
+			return nil, err
+		}
+		return &served{e, transport.StartLoops(e.close, func(context.Context) { e.receive() }, e.timers, e.pace)}, nil
+	})
+}
+
+// served is Homa's endpoint as transport.Serve runs it, with the loops
+// that Close stops.
+type served struct {
+	e *endpoint
+	*transport.Loops
+}
+
+func (s *served) Begin(_ context.Context, out []transport.Message) func(transport.Message) {
+	e := s.e
+	e.log.Info("homa", "sends", len(out), "rtt_bytes", e.args.RTTBytes, "unsched_levels", e.prio.Unscheduled,
+		"cutoffs", e.prio.Cutoffs, "pacer", *e.args.Pacer)
+	return e.start
+}
+
+// Finish logs and writes the counters.
+func (s *served) Finish(w *transport.Writer) error {
+	e := s.e
 	e.mu.Lock()
 	st := e.stats
 	e.mu.Unlock()
@@ -64,12 +60,14 @@ func Run(ctx context.Context, env *transport.Env, stdout io.Writer, log *slog.Lo
 	// receiver's loss, which no port counts.
 	rcvbufDrops, err := snmp.UDP("RcvbufErrors")
 	if err != nil {
-		log.Warn("udp counters", "err", err)
+		e.log.Warn("udp counters", "err", err)
 	}
-	log.Info("homa stats", "data_sent", st.DataSent, "data_recv", st.DataRecv, "dups", st.Dups, "grants", st.Grants,
+	e.log.Info("homa stats", "data_sent", st.DataSent, "data_recv", st.DataRecv, "dups", st.Dups, "grants", st.Grants,
 		"resends", st.Resends, "busy", st.Busy, "retransmitted", st.Retransmitted, "first_resends", st.FirstResends,
-		"max_active", st.MaxActive, "degree", prio.Scheduled(), "packets", pkts, "rcvbuf_drops", rcvbufDrops, "cpu_us", cpuTime().Microseconds())
-	return errors.Join(w.Sender(late), w.Close())
+		"max_active", st.MaxActive, "degree", e.prio.Scheduled(), "packets", pkts, "rcvbuf_drops", rcvbufDrops, "cpu_us", transport.CPUTime().Microseconds())
+	return errors.Join(w.Counts("packets", map[string]int64{"data_sent": st.DataSent, "retransmitted": st.Retransmitted,
+		"duplicates": st.Dups, "grants": st.Grants, "resends": st.Resends, "busy": st.Busy}),
+		w.Counts("datagrams", map[string]int64{"rcvbuf_drops": int64(rcvbufDrops)}))
 }
 
 // priorities derives the cut-offs from the experiment's workload, or, when
@@ -93,13 +91,4 @@ func priorities(env *transport.Env, args Args, sched []transport.Message, log *s
 		return Priorities{Unscheduled: max(args.UnschedLevels, 1), Cutoffs: make([]int64, max(args.UnschedLevels, 1)-1)}, nil
 	}
 	return prioritiesOfSizes(sizes, args.RTTBytes, payloadSize(env.MTU), args.UnschedLevels), nil
-}
-
-// cpuTime is the CPU time this process has used, user and system.
-func cpuTime() time.Duration {
-	var ru unix.Rusage
-	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

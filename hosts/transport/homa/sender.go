@@ -78,8 +78,9 @@ func (e *endpoint) start(m transport.Message) {
 	e.mu.Lock()
 	e.outgoing[m.ID] = o
 	e.updateReady(o)
-	e.pacer.Kick()
+	e.spacer.Kick()
 	e.mu.Unlock()
+	e.timerWake.Signal()
 }
 
 // nextPacket picks the packet to send: retransmissions first, then the
@@ -118,17 +119,17 @@ func (e *endpoint) nextPacket(buf []byte) (netip.Addr, uint8, []byte, bool) {
 	return best.dst, prio, buf[:HeaderLen+int(end-off)], true
 }
 
-// pace sends packets until ctx ends (transport.Pacer). With the pacer on
+// pace sends packets until ctx ends (transport.Spacer). With the pacer on
 // it keeps to the link rate, handing the NIC a packet just before the one
 // on the wire has left, so the host's own queue holds at most one and a
 // short message never waits behind a long one there (thesis §6.4,
 // Fig. 6.5); off, it sends every packet it may at once.
-func (e *endpoint) pace(ctx context.Context) { e.pacer.Run(ctx, &e.mu) }
+func (e *endpoint) pace(ctx context.Context) { e.spacer.Run(ctx, &e.mu) }
 
-// dataSource is the sender's side of its pacer (transport.Source).
+// dataSource is the sender's side of its spacer (transport.Source).
 type dataSource struct{ e *endpoint }
 
-// Next is nextPacket for the pacer, with the packet's time on the link
+// Next is nextPacket for the spacer, with the packet's time on the link
 // (none with the pacer off).
 func (s dataSource) Next(buf []byte) (transport.Packet, bool) {
 	dst, prio, pkt, ok := s.e.nextPacket(buf)
@@ -153,7 +154,7 @@ func (e *endpoint) txTime(frameBytes int) time.Duration {
 	return time.Duration(float64(frameBytes) * 8e9 / float64(max(e.env.LinkRate, 1)))
 }
 
-// pacerLead bounds how early the pacer hands the NIC its next packet: its
+// pacerLead bounds how early the spacer hands the NIC its next packet: its
 // wake-ups are late by up to ~100 µs here, and a later hand-over would
 // idle the link. Never more than the packet's own time on the link, so the
 // NIC holds at most the packet on the wire and the next.
@@ -182,7 +183,7 @@ func (e *endpoint) onControl(src netip.Addr, h header, now time.Time) {
 		o.granted = max(o.granted, min(int64(h.offset), o.size))
 		o.schedPrio = h.prio
 		e.updateReady(o)
-		e.pacer.Kick()
+		e.spacer.Kick()
 	case typeResend:
 		// A receiver asks only for bytes it has granted, and the GRANT
 		// that told this sender so may have been lost: the RESEND grants
@@ -196,7 +197,7 @@ func (e *endpoint) onControl(src netip.Addr, h header, now time.Time) {
 			e.control(src, header{typ: typeBusy, id: h.id})
 		}
 		e.updateReady(o)
-		e.pacer.Kick()
+		e.spacer.Kick()
 	case typeDone:
 		if !o.retried && o.heapIndex < 0 {
 			e.doneRTT.Sample(now.Sub(o.lastSent))
@@ -297,18 +298,16 @@ func (e *endpoint) retrySilent(now time.Time) {
 			o.retries++
 			o.retried = true
 			e.stats.FirstResends++
-			e.pacer.Signal()
+			e.spacer.Signal()
 		}
 	}
 }
 
 // retrySlots is how many messages to one receiver may await an answer to
 // a re-sent first packet at once. A silent receiver may be slow rather
-// than lossy, and then every message to it falls silent together: with a
-// retry per message, on a CPU-saturated machine (BenchmarkHomaCPUPerPacket's
-// lab, 2026-11-28) re-sent first packets were 85 % of the DATA senders
-// sent, and the receiver's socket, full of them, dropped 91 % of what
-// arrived. With slots, retries go as fast as the receiver answers them,
-// as TCP's retransmission timer re-sends one segment, not every one in
-// flight.
+// than lossy, and then every message to it falls silent together: a retry
+// per message would bury a CPU-saturated receiver in re-sent packets
+// (docs/homa.md). With slots, retries go as fast as the receiver answers
+// them, as TCP's retransmission timer re-sends one segment, not every one
+// in flight.
 const retrySlots = 4

@@ -114,16 +114,13 @@ const HostRTT = 250 * time.Microsecond
 // count of this host's frames is the scaled RTO (at 50 Mbit/s with 9 KB
 // frames, 200 ms: the paper's 1 ms × 200). Two unloaded RTTs are added for
 // a lab's delay lines, which the paper's testbed did not have; the floor
-// of 5 ms is for a Go process's wake-ups on a busy machine (at 2 ms, one
-// flow on loopback with the load average at 5 resent 4 % of its packets).
+// of 5 ms is for a Go process's wake-ups on a busy machine, which a
+// shorter timeout mistakes for losses.
 //
 // Why not less: what delays a NACK is the header queue, which the switch
-// serves ratio headers per data packet (§3.1, 10:1). In a 15-to-1 incast
-// at 50 Mbit/s (ndp/incast, N = 15) NACKs came back up to 80 ms after
-// their packet left, and a timeout of 4 RTTs plus two 8-packet queues'
-// drain (23 ms) fired 1166 times in 6 s (up to 124 per sender), every one
-// for a packet trimmed, not lost, and 130 of the copies arrived as
-// duplicates.
+// serves ratio headers per data packet (§3.1, 10:1), so in a large incast
+// NACKs wait behind data for many RTTs, and a timeout of a few RTTs
+// re-sends packets that were trimmed, not lost.
 func RTO(env *transport.Env) time.Duration {
 	return max(2*env.RTT+rtoFrames*frameTime(env, env.MTU), 5*time.Millisecond)
 }

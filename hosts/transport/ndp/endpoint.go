@@ -41,19 +41,19 @@ type endpoint struct {
 	// once: the application's side of the socket (tests check it).
 	deliver func(id uint64, off int64, b []byte)
 
-	mu        sync.Mutex
-	sendPacer *transport.Pacer // DATA
-	pullPacer *transport.Pacer // PULLs
-	timerWake transport.Wake   // a message began: the timers have work again
-	outgoing  map[uint64]*outMsg
-	order     []*outMsg // outgoing in the order they are served, round robin
-	rr        int
-	spray     int
-	incoming  map[uint64]*inMsg
-	done      map[uint64]bool // messages delivered whole (duplicates are ACKed, not delivered)
-	pulls     pullQueue
-	schedule  map[uint64]transport.Message
-	stats     Stats
+	mu         sync.Mutex
+	sendSpacer *transport.Spacer // DATA
+	pullSpacer *transport.Spacer // PULLs
+	timerWake  transport.Wake    // a message began: the timers have work again
+	outgoing   map[uint64]*outMsg
+	order      []*outMsg // outgoing in the order they are served, round robin
+	rr         int
+	spray      int
+	incoming   map[uint64]*inMsg
+	done       map[uint64]bool // messages delivered whole (duplicates are ACKed, not delivered)
+	pulls      pullQueue
+	schedule   map[uint64]transport.Message
+	stats      Stats
 	// Every packet through the sockets, data and control, for the CPU
 	// cost per packet (the pacers send without the lock).
 	pktsOut, pktsIn atomic.Int64
@@ -76,10 +76,10 @@ func newEndpoint(env *transport.Env, args Args, w *transport.Writer, sched []tra
 		timerWake: transport.NewWake(),
 		outgoing:  map[uint64]*outMsg{}, incoming: map[uint64]*inMsg{}, done: map[uint64]bool{},
 		pulls: newPullQueue(), schedule: transport.ByID(sched)}
-	// A pacer may hand a packet over up to its own time early (MaxLead
+	// A spacer may hand a packet over up to its own time early (MaxLead
 	// 0), making up for a late wake-up.
-	e.sendPacer = transport.NewPacer(0, HeaderLen+pay, dataSource{e})
-	e.pullPacer = transport.NewPacer(0, HeaderLen, pullSource{e})
+	e.sendSpacer = transport.NewSpacer(0, HeaderLen+pay, dataSource{e})
+	e.pullSpacer = transport.NewSpacer(0, HeaderLen, pullSource{e})
 	return e
 }
 
@@ -155,45 +155,25 @@ func (e *endpoint) handle(src netip.Addr, b []byte) {
 	}
 }
 
-// timers runs the sender's and receiver's timeouts until ctx ends.
+// timers runs the sender's and receiver's timeouts until ctx ends, while
+// a message is on its way either way: with none there is nothing to time,
+// and they sleep until one begins (TestIdleEndpointsSleep).
 func (e *endpoint) timers(ctx context.Context) {
 	// Tick at half the timeout, so a stall is noticed within 1.5
 	// timeouts, but no faster than every 5 ms: wake-ups cost CPU on a
 	// virtual machine, times every host.
-	every := max(e.rto/2, 5*time.Millisecond)
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	samples := time.NewTicker(sampleEvery)
-	defer samples.Stop()
-	for {
-		// With no message on its way either way there is nothing to
-		// time: sleep until one begins (ticking idle cost each NDP
-		// process about 6 % of a core, TestIdleEndpointsSleep).
-		if e.idle() {
-			tick.Stop()
-			samples.Stop()
-			select {
-			case <-ctx.Done():
-				return
-			case <-e.timerWake:
-			}
-			tick.Reset(every)
-			samples.Reset(sampleEvery)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-tick.C:
-			e.mu.Lock()
-			e.retransmitTimedOut(now)
-			e.repeatStalledPulls(now)
-			e.mu.Unlock()
-		case now := <-samples.C:
-			e.mu.Lock()
-			e.sampleStreams(now)
-			e.mu.Unlock()
-		}
-	}
+	timeouts := transport.Job{Every: max(e.rto/2, 5*time.Millisecond), Run: func(now time.Time) {
+		e.mu.Lock()
+		e.retransmitTimedOut(now)
+		e.repeatStalledPulls(now)
+		e.mu.Unlock()
+	}}
+	samples := transport.Job{Every: sampleEvery, Run: func(now time.Time) {
+		e.mu.Lock()
+		e.sampleStreams(now)
+		e.mu.Unlock()
+	}}
+	transport.RunWhileBusy(ctx, e.timerWake, func() bool { return !e.idle() }, timeouts, samples)
 }
 
 // idle says whether no message is being sent or received.

@@ -93,7 +93,7 @@ func (e *endpoint) onData(src netip.Addr, h header, payload []byte, now time.Tim
 }
 
 // pullAck sends the PULL an in-order packet earns at once, with ACK set,
-// when nothing waits in the pull queue and the pacer's slot is (nearly)
+// when nothing waits in the pull queue and the spacer's slot is (nearly)
 // free: its cumulative count ACKs the packet, so one packet does the work
 // of two (NDP §3.2, note 4: "If there is only one sender, PULL packets
 // don't need extra pacing ... we can send combined PULLACK"). It says
@@ -103,10 +103,10 @@ func (e *endpoint) pullAck(im *inMsg, now time.Time) bool {
 	// or take the scheduling jitter of both hosts: a PULLACK may go up to
 	// half a gap before its slot, which its reservation (from the slot,
 	// not from now) makes up, so PULLs still average one per gap.
-	if !im.needsPull() || !e.pulls.empty() || e.pullPacer.Free().After(now.Add(e.gap/2)) {
+	if !im.needsPull() || !e.pulls.empty() || e.pullSpacer.Free().After(now.Add(e.gap/2)) {
 		return false
 	}
-	e.pullPacer.Reserve(now, e.gap)
+	e.pullSpacer.Reserve(now, e.gap)
 	im.inflight++
 	im.pullNo++
 	e.stats.Pulls++
@@ -171,7 +171,7 @@ func (e *endpoint) give(im *inMsg, b []byte) {
 func (e *endpoint) maybePull(im *inMsg) {
 	if im.needsPull() {
 		e.pulls.push(im)
-		e.pullPacer.Kick()
+		e.pullSpacer.Kick()
 	}
 }
 
@@ -220,7 +220,7 @@ func (e *endpoint) endStreams() {
 	}
 }
 
-// pullSource is the receiver's side of its pull pacer (transport.Source).
+// pullSource is the receiver's side of its pull spacer (transport.Source).
 type pullSource struct{ e *endpoint }
 
 // Next takes the next PULL from the queue into buf, skipping those a
@@ -255,10 +255,10 @@ func (s pullSource) Pending() bool { return !s.e.pulls.empty() }
 // Send puts a PULL on the wire through the control socket.
 func (s pullSource) Send(p transport.Packet) { s.e.tx(p.To, -1, p.Data) }
 
-// pullLoop is the receiver's pull pacer: one PULL per full-size packet
+// pullLoop is the receiver's pull spacer: one PULL per full-size packet
 // time on this host's link, so that the DATA they elicit arrives at the
 // link's rate (NDP §3.2).
-func (e *endpoint) pullLoop(ctx context.Context) { e.pullPacer.Run(ctx, &e.mu) }
+func (e *endpoint) pullLoop(ctx context.Context) { e.pullSpacer.Run(ctx, &e.mu) }
 
 // repeatStalledPulls repeats the last PULL of every message that has had
 // no packet for an RTO: that PULL may have been lost, and the counter

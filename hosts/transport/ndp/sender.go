@@ -56,7 +56,7 @@ func (e *endpoint) start(m transport.Message) {
 	e.outgoing[m.ID] = o
 	e.order = append(e.order, o)
 	e.mu.Unlock()
-	e.sendPacer.Signal()
+	e.sendSpacer.Signal()
 	e.timerWake.Signal()
 }
 
@@ -92,7 +92,7 @@ func (e *endpoint) pick() *outMsg {
 	return nil
 }
 
-// dataSource is the sender's side of its DATA pacer (transport.Source).
+// dataSource is the sender's side of its DATA spacer (transport.Source).
 type dataSource struct{ e *endpoint }
 
 // Next builds the next DATA packet in buf: a retransmission first (NDP
@@ -147,11 +147,11 @@ func (s dataSource) Pending() bool { return slices.ContainsFunc(s.e.order, (*out
 // Send puts a DATA packet on the wire through its path's source port.
 func (s dataSource) Send(p transport.Packet) { s.e.tx(p.To, p.Tag, p.Data) }
 
-// sendLoop is the sender's pacer: it hands the host's link one DATA
+// sendLoop is the sender's spacer: it hands the host's link one DATA
 // packet per packet time, so that a packet's send time is close to the
 // time it leaves (the RTO counts from it) and a first window does not
 // queue in the host.
-func (e *endpoint) sendLoop(ctx context.Context) { e.sendPacer.Run(ctx, &e.mu) }
+func (e *endpoint) sendLoop(ctx context.Context) { e.sendSpacer.Run(ctx, &e.mu) }
 
 // onPull gives a message one more packet per step of the PULL counter
 // (NDP §3.2: a PULL that overtook a lost or delayed one pulls for both).
@@ -165,7 +165,7 @@ func (e *endpoint) onPull(h header) {
 	if o = e.outgoing[h.id]; o != nil && h.seq > o.pulls {
 		o.credit += int64(h.seq - o.pulls)
 		o.pulls = h.seq
-		e.sendPacer.Kick()
+		e.sendSpacer.Kick()
 	}
 }
 
@@ -186,7 +186,7 @@ func (e *endpoint) onAck(h header, now time.Time) {
 		} else if o.state[h.seq] == pktInFlight {
 			o.state[h.seq] = pktQueued
 			o.rtx = append(o.rtx, h.seq)
-			e.sendPacer.Kick()
+			e.sendSpacer.Kick()
 		}
 	} else {
 		if o.state[h.seq] == pktInFlight && !o.resent[h.seq] {
@@ -228,8 +228,7 @@ func (e *endpoint) ackBelow(o *outMsg, cum uint32) {
 // was lost. The first of them may go without a PULL (the receiver may be
 // waiting for it before it pulls again), the others wait for PULLs: when
 // an incast overflows the header queue, a message loses many packets at
-// once, and pushing them all again overflowed it again (in a 3-to-1
-// incast with 1 % loss, 14736 timeouts for 20002 DATA packets).
+// once, and pushing them all again would overflow it again.
 func (e *endpoint) retransmitTimedOut(now time.Time) {
 	rto := e.rtt.RTO(e.rto)
 	for _, o := range e.order {
@@ -244,7 +243,7 @@ func (e *endpoint) retransmitTimedOut(now time.Time) {
 		}
 		if timedOut {
 			o.credit = max(o.credit, 1)
-			e.sendPacer.Signal()
+			e.sendSpacer.Signal()
 		}
 	}
 }

@@ -21,6 +21,12 @@
 // with the message's scheduled send time as its start (the contract's
 // rule), so a late sender shows in the completion time.
 //
+// Cost. At exit the process logs "tcp stats": the messages it sent and
+// received, the TCP segments its host took in and sent (packets), its CPU
+// time (cpu_us) and that time per message (cpu_us_per_message); the
+// kernel's TCP work is in softirq and the sockets' system calls, not all
+// of it in this process.
+//
 // Args (FABRIC_ARGS, all optional):
 //
 //	cc     congestion control of every sending socket (cubic, reno, bbr, dctcp);

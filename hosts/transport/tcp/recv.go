@@ -28,7 +28,11 @@ type receiver struct {
 	mu      sync.Mutex
 	conns   map[net.Conn]struct{}
 	streams map[*streamIn]struct{}
-	wg      sync.WaitGroup
+	// streamWake rings when a stream begins: the sampler sleeps while
+	// there is none.
+	streamWake transport.Wake
+	wg         sync.WaitGroup
+	received   atomic.Int64 // messages recorded
 }
 
 // streamIn is a long-lived flow being received.
@@ -41,7 +45,7 @@ type streamIn struct {
 
 func newReceiver(env *transport.Env, sched []transport.Message, w *transport.Writer, log *slog.Logger) *receiver {
 	r := &receiver{env: env, incoming: map[uint64]transport.Message{}, w: w, log: log,
-		conns: map[net.Conn]struct{}{}, streams: map[*streamIn]struct{}{}}
+		conns: map[net.Conn]struct{}{}, streams: map[*streamIn]struct{}{}, streamWake: transport.NewWake()}
 	for _, m := range sched {
 		if m.Dst == env.Host {
 			r.incoming[m.ID] = m
@@ -121,6 +125,7 @@ func (r *receiver) stream(br *bufio.Reader, h hello) error {
 	r.mu.Lock()
 	r.streams[s] = struct{}{}
 	r.mu.Unlock()
+	r.streamWake.Signal()
 	defer func() {
 		r.mu.Lock()
 		delete(r.streams, s)
@@ -140,26 +145,25 @@ func (r *receiver) stream(br *bufio.Reader, h hello) error {
 	}
 }
 
-// sample writes every stream's cumulative bytes every sampleEvery.
+// sample writes every stream's cumulative bytes every sampleEvery, while
+// there are streams.
 func (r *receiver) sample(ctx context.Context) {
-	t := time.NewTicker(sampleEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			r.mu.Lock()
-			for s := range r.streams {
-				r.w.Sample(transport.Sample{FlowID: s.h.stream, Src: s.h.host, Dst: r.env.Host, TNS: now.UnixNano(), Bytes: s.bytes.Load()})
-			}
-			r.mu.Unlock()
+	transport.RunWhileBusy(ctx, r.streamWake, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.streams) > 0
+	}, transport.Job{Every: sampleEvery, Run: func(now time.Time) {
+		r.mu.Lock()
+		for s := range r.streams {
+			r.w.Sample(transport.Sample{FlowID: s.h.stream, Src: s.h.host, Dst: r.env.Host, TNS: now.UnixNano(), Bytes: s.bytes.Load()})
 		}
-	}
+		r.mu.Unlock()
+	}})
 }
 
 // record writes the Flow of message id: its scheduled send time to end.
 func (r *receiver) record(id uint64, h hello, got, end int64) {
+	r.received.Add(1)
 	m, ok := r.incoming[id]
 	if !ok {
 		r.log.Warn("a message this host's schedule does not have", "id", id, "from", h.host)

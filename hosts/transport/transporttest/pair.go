@@ -62,3 +62,16 @@ func Pair(t testing.TB, linkRate int64, start Start) (stop func() *transport.Set
 		return set
 	}
 }
+
+// BothWays is a schedule of one message of each size from a to b and one
+// from b to a (Peers), all at time 0, numbered from 1.
+func BothWays(sizes []int64) []transport.Message {
+	var sched []transport.Message
+	for i, x := range sizes {
+		for dir := range 2 {
+			p, q := Peers[dir], Peers[1-dir]
+			sched = append(sched, transport.Message{ID: uint64(2*i + dir + 1), Src: p.Name, SrcAddr: p.Addr, Dst: q.Name, DstAddr: q.Addr, Size: x})
+		}
+	}
+	return sched
+}

@@ -1,6 +1,7 @@
 package transporttest
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/fabric-emu/fabric/hosts/transport"
@@ -21,11 +22,18 @@ func ReadTrial(t testing.TB, dir string) (map[uint64]transport.Message, *transpo
 	return sched, set
 }
 
+// Fataler is what DeliveredOnce reports to: a test, or one attempt of a
+// retried check (testenv.Attempt).
+type Fataler interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
 // DeliveredOnce fails t unless every scheduled message has exactly one
 // record, of its whole size between its own hosts, and no record is of a
 // message that was not scheduled. check, when given, judges each record
 // against its message as well.
-func DeliveredOnce(t testing.TB, sched map[uint64]transport.Message, set *transport.Set, check func(transport.Flow, transport.Message) string) {
+func DeliveredOnce(t Fataler, sched map[uint64]transport.Message, set *transport.Set, check func(transport.Flow, transport.Message) string) {
 	t.Helper()
 	seen := map[uint64]bool{}
 	for _, f := range set.Flows {
@@ -47,5 +55,16 @@ func DeliveredOnce(t testing.TB, sched map[uint64]transport.Message, set *transp
 	}
 	if len(seen) != len(sched) {
 		t.Fatalf("%d of %d messages delivered", len(seen), len(sched))
+	}
+}
+
+// SentBy is a DeliveredOnce check that every record names cc, the
+// sender's congestion control or transport.
+func SentBy(cc string) func(transport.Flow, transport.Message) string {
+	return func(f transport.Flow, _ transport.Message) string {
+		if f.CC != cc {
+			return fmt.Sprintf("sent by %q, want %q", f.CC, cc)
+		}
+		return ""
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// After an idle spell a pacer lets a packet go at once and the next up to
+// After an idle spell a spacer lets a packet go at once and the next up to
 // its lead early, never a longer burst; a lead capped below the packet's
 // time spaces the second packet by the difference.
 func TestPacerReserveBoundsTheBurst(t *testing.T) {
@@ -19,7 +19,7 @@ func TestPacerReserveBoundsTheBurst(t *testing.T) {
 		{0, 0}, // up to one gap early: back to back
 		{200 * time.Microsecond, 800 * time.Microsecond}, // 200 µs early at most
 	} {
-		p := NewPacer(c.maxLead, 0, nil)
+		p := NewSpacer(c.maxLead, 0, nil)
 		p.Reserve(now, gap)
 		if got := p.Free().Sub(now); got != c.wantNext {
 			t.Errorf("MaxLead %v: the second packet may go %v after the first, want %v", c.maxLead, got, c.wantNext)
@@ -30,7 +30,7 @@ func TestPacerReserveBoundsTheBurst(t *testing.T) {
 		}
 	}
 	// Unpaced packets (gap 0) never hold the next one back.
-	p := NewPacer(0, 0, nil)
+	p := NewSpacer(0, 0, nil)
 	for range 10 {
 		p.Reserve(now, 0)
 	}
@@ -76,7 +76,7 @@ func (c *countdown) count() int {
 func TestPacerKickAndRun(t *testing.T) {
 	var mu sync.Mutex
 	src := &countdown{}
-	p := NewPacer(0, 1, src)
+	p := NewSpacer(0, 1, src)
 	mu.Lock()
 	src.left = 4
 	p.Kick() // the link is free: the first goes at once
@@ -114,7 +114,7 @@ func TestKickWakesTheLoopOnlyForMore(t *testing.T) {
 		wantWake bool
 	}{{1, false}, {2, true}} {
 		src := &countdown{left: c.left}
-		p := NewPacer(0, 1, src)
+		p := NewSpacer(0, 1, src)
 		p.Kick()
 		if src.count() != 1 {
 			t.Fatalf("%d packets left: Kick on an idle link sent %d, want 1", c.left, src.count())

@@ -7,19 +7,20 @@ import (
 	"time"
 )
 
-// Pacer spaces one kind of a transport's packets on its host's link, so
+// Spacer spaces one kind of a transport's packets on its host's link, so
 // that the host's own queue holds at most the packet on the wire and the
-// next (NDP's sender and PULL pacers, Homa's sender pacer, thesis §6.4).
+// next (NDP's sender and PULL spacers, Homa's sender spacer: the thesis's
+// pacer, §6.4).
 //
 // Its loop (Run) sends what is left when it is due. A packet that becomes
-// sendable while the pacer is idle and the link free goes at once from the
+// sendable while the spacer is idle and the link free goes at once from the
 // goroutine that made it so (Kick): a new message's first packet, or the
-// packet a grant or a PULL lets go, does not wait for the pacer's thread
+// packet a grant or a PULL lets go, does not wait for the spacer's thread
 // to be woken and scheduled (tens of µs here, more on a busy machine).
 //
-// The owner's lock guards the pacer: Kick and Reserve are called with it
+// The owner's lock guards the spacer: Kick and Reserve are called with it
 // held, Run takes it to pick each packet.
-type Pacer struct {
+type Spacer struct {
 	// MaxLead caps how early a packet is handed over before the link is
 	// free (0: up to the packet's own time on the link). A wake-up that
 	// was late is made up by sending the next packet early, but never
@@ -34,7 +35,7 @@ type Pacer struct {
 	runBuf, kickBuf []byte
 }
 
-// Packet is one packet a pacer hands its Source to send.
+// Packet is one packet a spacer hands its Source to send.
 type Packet struct {
 	To   netip.Addr
 	Tag  int // the owner's per-packet detail for Send: Homa's priority, NDP's path
@@ -42,12 +43,12 @@ type Packet struct {
 	Gap  time.Duration // its time on the link (0: unpaced, the next may follow at once)
 }
 
-// Source is the transport behind a pacer. Next is called under the owner's
+// Source is the transport behind a spacer. Next is called under the owner's
 // lock; Send without it from Run and with it from Kick. Packets are values
-// in a buffer the pacer owns, so pacing a packet allocates nothing.
+// in a buffer the spacer owns, so pacing a packet allocates nothing.
 type Source interface {
 	// Next builds the next packet in buf (of the size given to
-	// NewPacer); false when there is nothing to send.
+	// NewSpacer); false when there is nothing to send.
 	Next(buf []byte) (Packet, bool)
 	Send(Packet)
 	// Pending reports whether Next may have a packet now (true when
@@ -58,18 +59,18 @@ type Source interface {
 	Pending() bool
 }
 
-// NewPacer returns an idle pacer with the given MaxLead that sends src's
+// NewSpacer returns an idle spacer with the given MaxLead that sends src's
 // packets of up to bufSize bytes.
-func NewPacer(maxLead time.Duration, bufSize int, src Source) *Pacer {
-	return &Pacer{MaxLead: maxLead, src: src, wake: NewWake(),
+func NewSpacer(maxLead time.Duration, bufSize int, src Source) *Spacer {
+	return &Spacer{MaxLead: maxLead, src: src, wake: NewWake(),
 		runBuf: make([]byte, bufSize), kickBuf: make([]byte, bufSize)}
 }
 
 // Free is when the next packet may go.
-func (p *Pacer) Free() time.Time { return p.free }
+func (p *Spacer) Free() time.Time { return p.free }
 
 // Reserve takes the slot of a packet of gap starting now.
-func (p *Pacer) Reserve(now time.Time, gap time.Duration) {
+func (p *Spacer) Reserve(now time.Time, gap time.Duration) {
 	lead := gap
 	if p.MaxLead > 0 {
 		lead = min(lead, p.MaxLead)
@@ -81,13 +82,13 @@ func (p *Pacer) Reserve(now time.Time, gap time.Duration) {
 }
 
 // Signal tells the loop there may be something new to send.
-func (p *Pacer) Signal() { p.wake.Signal() }
+func (p *Spacer) Signal() { p.wake.Signal() }
 
 // Kick sends the next packet at once if its slot is free, and otherwise
 // leaves it to the loop. Call it with the owner's lock held. It sends
 // under that lock, because its callers hold it deep in their packet
 // handling; the receive path waits for that one send.
-func (p *Pacer) Kick() {
+func (p *Spacer) Kick() {
 	now := time.Now()
 	if p.free.After(now) {
 		p.Signal()
@@ -102,13 +103,13 @@ func (p *Pacer) Kick() {
 	}
 }
 
-// Run is the pacer's loop, until ctx ends: one packet per slot. The pick is
+// Run is the spacer's loop, until ctx ends: one packet per slot. The pick is
 // made only when the packet may go, so that it reflects everything that
 // arrived meanwhile. It runs on a thread of its own with fine timer slack,
 // at normal priority: it sends, and the send forwards the packet through
 // the lab, so at real-time priority it took the CPU from the delay lines
 // (docs/homa.md).
-func (p *Pacer) Run(ctx context.Context, mu sync.Locker) {
+func (p *Spacer) Run(ctx context.Context, mu sync.Locker) {
 	PinTimerThread()
 	for ctx.Err() == nil {
 		mu.Lock()

@@ -4,7 +4,7 @@
 // transport a scheme uses, not a transport: `fabric endpoint probe` sends,
 // `fabric endpoint probe-sink` receives and writes a Probe record per
 // packet (kernel receive timestamp, DSCP as it arrived).
-package endpoint
+package probe
 
 import (
 	"context"
