@@ -31,6 +31,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
+	"github.com/fabric-emu/fabric/internal/cpustat"
 	"github.com/fabric-emu/fabric/internal/netnsutil"
 )
 
@@ -176,6 +177,7 @@ func Start(ctx context.Context, p Point, dir string, opts Options) (*Session, er
 // run copies packets from the ring to the file until stopped.
 func (s *Session) run(ctx context.Context, f *os.File, bw *bufio.Writer, w *pcapgo.Writer, snaplen int) {
 	defer close(s.done)
+	defer cpustat.Track(cpustat.Captures)()
 	var stopAt time.Time
 	stopped := false
 	for {
@@ -248,7 +250,15 @@ func (s *Session) File() string { return s.file }
 // Stop ends the capture once every packet stamped before the call is in the
 // file, and returns its statistics. It is safe to call more than once.
 func (s *Session) Stop() (Stats, error) {
-	s.once.Do(func() { s.stopping <- time.Now() })
+	s.signalStop()
+	return s.wait()
+}
+
+// signalStop tells the reader to stop at this instant.
+func (s *Session) signalStop() { s.once.Do(func() { s.stopping <- time.Now() }) }
+
+// wait waits for the reader that signalStop stopped.
+func (s *Session) wait() (Stats, error) {
 	select {
 	case <-s.done:
 		return s.stats, s.err
@@ -320,11 +330,20 @@ func StartGroup(ctx context.Context, points []Point, dir string, opts Options) (
 func (g *Group) Sessions() []*Session { return g.sessions }
 
 // Stop stops every capture and returns their statistics.
-func (g *Group) Stop() ([]Stats, error) {
+func (g *Group) Stop() ([]Stats, error) { return StopAll(g.sessions) }
+
+// StopAll stops the captures at one instant and then waits for them all:
+// each reader ends only after an empty poll, so stopping them one after
+// another would cost a poll timeout per capture, and cut each at another
+// instant.
+func StopAll(sessions []*Session) ([]Stats, error) {
+	for _, s := range sessions {
+		s.signalStop()
+	}
 	var all []Stats
 	var errs []error
-	for _, s := range g.sessions {
-		st, err := s.Stop()
+	for _, s := range sessions {
+		st, err := s.wait()
 		all = append(all, st)
 		errs = append(errs, err)
 	}

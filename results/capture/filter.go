@@ -1,7 +1,9 @@
 package capture
 
 import (
+	"encoding/binary"
 	"fmt"
+	"net/netip"
 
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
@@ -51,6 +53,30 @@ type Filter struct {
 	IPv4Only  bool   // drop ARP, IPv6 and the rest
 	UDPOnly   bool   // only UDP (the probe stream); implies IPv4Only
 	DstPort   uint16 // only UDP/TCP packets to this port (implies IPv4Only)
+	// Src and Dst, when not empty, keep only IPv4 packets from (to) one
+	// of these addresses (implies IPv4Only): the LMM's captures keep the
+	// packets that can cross from its ingress ports to its egress port,
+	// not the rest of the switch's traffic.
+	Src, Dst []netip.Addr
+}
+
+// MaxAddrs bounds Src and Dst: a classic BPF jump skips at most 255
+// instructions, one per address.
+const MaxAddrs = 255
+
+// checkAddrs refuses address lists the program cannot hold.
+func (f Filter) checkAddrs() error {
+	for _, addrs := range [][]netip.Addr{f.Src, f.Dst} {
+		if len(addrs) > MaxAddrs {
+			return fmt.Errorf("capture filter: %d addresses, at most %d", len(addrs), MaxAddrs)
+		}
+		for _, a := range addrs {
+			if !a.Is4() {
+				return fmt.Errorf("capture filter: %s is not an IPv4 address", a)
+			}
+		}
+	}
+	return nil
 }
 
 // Program compiles f into classic BPF returning snaplen for a kept packet
@@ -75,8 +101,31 @@ func (f Filter) Program(snaplen uint32) ([]bpf.RawInstruction, error) {
 	case Out:
 		check(bpf.LoadExtension{Num: bpf.ExtType}, unix.PACKET_OUTGOING, false)
 	}
-	if f.IPv4Only || f.UDPOnly || f.DstPort != 0 {
+	// oneOf appends a load of the IPv4 address at off and compares that
+	// continue past the list on a match and reject after the last miss.
+	oneOf := func(off uint32, addrs []netip.Addr) {
+		prog = append(prog, bpf.LoadAbsolute{Off: off, Size: 4})
+		for k, a := range addrs {
+			v := binary.BigEndian.Uint32(a.AsSlice())
+			if k == len(addrs)-1 {
+				rejects = append(rejects, len(prog))
+				prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: v})
+				break
+			}
+			prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: v, SkipTrue: uint8(len(addrs) - 1 - k)})
+		}
+	}
+	if err := f.checkAddrs(); err != nil {
+		return nil, err
+	}
+	if f.IPv4Only || f.UDPOnly || f.DstPort != 0 || len(f.Src) > 0 || len(f.Dst) > 0 {
 		check(bpf.LoadAbsolute{Off: 12, Size: 2}, unix.ETH_P_IP, false)
+	}
+	if len(f.Src) > 0 {
+		oneOf(14+12, f.Src)
+	}
+	if len(f.Dst) > 0 {
+		oneOf(14+16, f.Dst)
 	}
 	if f.UDPOnly {
 		check(bpf.LoadAbsolute{Off: 14 + 9, Size: 1}, unix.IPPROTO_UDP, false)

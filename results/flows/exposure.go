@@ -13,12 +13,8 @@ import (
 // softirq waits at once, and the messages in flight then finish late
 // together, whatever their class or port. A trial saturated in a few per
 // cent of its CPU samples passes a rule on the share of samples, yet its
-// 99th percentile can be made of exactly those messages (on this
-// project's 2-core machine, 2026-11-28: the messages that started in
-// one 100 ms stretch from seven of eight senders, of two classes,
-// finished within 0.5 ms of each other, at slowdowns up to 25).
-// TailExposure measures how much of a tail was in flight during such
-// moments.
+// 99th percentile can be made of exactly those messages. TailExposure
+// measures how much of a tail was in flight during such moments.
 
 // Interval is a stretch of time, CLOCK_REALTIME ns, as the records' times.
 type Interval struct {
@@ -52,12 +48,9 @@ const MinTail = 5
 // the share of all flows that overlap them (Exposed/Flows, a few per cent
 // in a trial the rule on samples passes, about a tenth at most). If a
 // quarter of the slowest 1 % owe their place to the machine, the
-// network's own p99 may be as low as the measured p98.75.
-// On 2026-11-28 the trials this flagged had 37–84 % of a class's tail in
-// such moments, against 2–10 % of all its messages; those at half the
-// link rate, which it passed, 0–20 %. Where the network's own bursts
-// are what saturate the CPU, the two cannot be told apart, and the
-// figure is not one to believe either.
+// network's own p99 may be as low as the measured p98.75. Where the
+// network's own bursts are what saturate the CPU, the two cannot be told
+// apart, and the figure is not one to believe either.
 func (e TailExposure) Distorted() bool {
 	return e.Tail >= MinTail && 4*e.TailExposed > e.Tail
 }

@@ -1,5 +1,5 @@
-// Package flows turns endpoint records (fabric/internal/records) into flow
-// completion times, slowdowns, incast query completion times and
+// Package flows turns the transports' records (package hosts/transport)
+// into flow completion times, slowdowns, incast query completion times and
 // permutation throughput.
 //
 // # Slowdown and the ideal FCT

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/fabric-emu/fabric/results/stats"
 )
@@ -199,4 +200,39 @@ func ReadSummary(path string) (*Summary, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &s, nil
+}
+
+// Times is when one matched packet reached the switch and left it
+// (CLOCK_REALTIME ns): a row of the per-packet CSV.
+type Times struct{ In, Out int64 }
+
+// Latency is the packet's time in the switch, ns.
+func (t Times) Latency() int64 { return t.Out - t.In }
+
+// ReadTimes reads the times of every packet of a per-packet CSV
+// (PacketsHeader), in its order; errors name the file and line.
+func ReadTimes(path string) ([]Times, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	if !sc.Scan() || sc.Text()+"\n" != PacketsHeader {
+		return nil, fmt.Errorf("%s:1: header is not %q", path, strings.TrimSpace(PacketsHeader))
+	}
+	var out []Times
+	for line := 2; sc.Scan(); line++ {
+		fields := strings.SplitN(sc.Text(), ",", 3)
+		if len(fields) < 3 {
+			return nil, fmt.Errorf("%s:%d: want ingress_ns,egress_ns,…", path, line)
+		}
+		in, err1 := strconv.ParseInt(fields[0], 10, 64)
+		eg, err2 := strconv.ParseInt(fields[1], 10, 64)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		out = append(out, Times{In: in, Out: eg})
+	}
+	return out, sc.Err()
 }

@@ -1,6 +1,6 @@
 // Package plot draws fabric's figures with gonum/plot, each as a PNG and an
-// SVG: CDFs overlaid per scheme, latency against load, and throughput time
-// series. Every axis carries its unit.
+// SVG: CDFs overlaid per scheme, latency against load, throughput time
+// series, and a lab's topology (Topology). Every axis carries its unit.
 package plot
 
 import (

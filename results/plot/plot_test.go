@@ -39,7 +39,19 @@ func TestFiguresAreWritten(t *testing.T) {
 	}, true); err != nil {
 		t.Fatal(err)
 	}
-	for _, base := range []string{cdf, load} {
+	stacked := filepath.Join(dir, "cpu-stacked")
+	if err := Stacked(stacked, Figure{Title: "Where the CPU went", XLabel: "time (s)", YLabel: "share of the machine's CPU (%)"},
+		[]float64{0.5, 1.5, 2.5}, []Layer{
+			{Label: "transports", Y: []float64{20, 30, 25}},
+			{Label: "softirq", Y: []float64{10, -2, 15}}, // a negative height draws as none
+			{Label: "idle", Y: []float64{70, 72, 60}, Color: Pale},
+		}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Stacked(stacked, Figure{}, []float64{1, 2}, []Layer{{Label: "short", Y: []float64{1}}}); err == nil {
+		t.Error("a layer with fewer values than x values was drawn")
+	}
+	for _, base := range []string{cdf, load, stacked} {
 		b, err := os.ReadFile(base + ".png")
 		if err != nil {
 			t.Fatal(err)
@@ -53,7 +65,7 @@ func TestFiguresAreWritten(t *testing.T) {
 			t.Errorf("%s.png is %d px wide, want 576 for the axes plus the legend's column", base, w)
 		}
 		svg, err := os.ReadFile(base + ".svg")
-		if err != nil || !bytes.Contains(svg, []byte("(µs)")) {
+		if err != nil || !bytes.Contains(svg, []byte("(µs)")) && !bytes.Contains(svg, []byte("(%)")) {
 			t.Errorf("%s.svg: %v; axis unit missing", base, err)
 		}
 	}

@@ -24,7 +24,7 @@ func writeFigures(dir string, trials []*TrialSummary, keys []string, rows []Row)
 		return f.files, err
 	}
 	for _, g := range keyGroups(trials, keys) {
-		for _, draw := range []func(keyGroup) error{f.spectrum, f.cdfs, f.throughput, f.sortedThroughput} {
+		for _, draw := range []func(keyGroup) error{f.spectrum, f.cdfs, f.throughput, f.sortedThroughput, f.cpu} {
 			if err := draw(g); err != nil {
 				return f.files, err
 			}

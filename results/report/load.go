@@ -54,6 +54,22 @@ type Meta struct {
 	// Classes are the experiment's traffic classes and their SLOs, in
 	// the file's order (none without classes).
 	Classes []ClassMeta `json:"classes,omitempty"`
+	// CPU is where the CPU went during the traffic (none in runs from
+	// before it was sampled).
+	CPU *CPUAccount `json:"cpu_account,omitempty"`
+	// ScheduleStartNS is the schedule's time 0 on CLOCK_REALTIME, the
+	// clock of the records and of CPU.StartNS.
+	ScheduleStartNS int64 `json:"schedule_start_ns,omitempty"`
+	// PaperUnits says the experiment was written at the paper's rates
+	// and times and ran at ScaleFactor: the report divides the trial's
+	// times by it and multiplies its rates.
+	PaperUnits bool `json:"paper_units,omitempty"`
+	// Predicted is the run's plan for the trial (none without a machine
+	// profile).
+	Predicted *Predicted `json:"predicted,omitempty"`
+	// Machine is the machine the trial ran on (none in runs from before
+	// it was recorded).
+	Machine *Machine `json:"machine,omitempty"`
 }
 
 // MetaFile is the name of a trial's metadata file.
@@ -71,7 +87,8 @@ func LoadTrial(dir string) (*TrialSummary, error) {
 		return nil, fmt.Errorf("report: %s: %s", metaPath, jsonErrorPosition(b, err))
 	}
 	t := &TrialSummary{Scheme: meta.Scheme, SchemeName: meta.SchemeName, Pattern: meta.Pattern, Paper: meta.Paper, Sweep: meta.Sweep,
-		PointIndex: meta.PointSpec.Index, Load: meta.Load, Point: meta.Point, Trial: meta.Trial, Dir: dir, ScaleFactor: meta.ScaleFactor}
+		PointIndex: meta.PointSpec.Index, Load: meta.Load, Point: meta.Point, Trial: meta.Trial, Dir: dir, ScaleFactor: meta.ScaleFactor, CPU: meta.CPU,
+		ScheduleStartNS: meta.ScheduleStartNS, PaperUnits: meta.PaperUnits, Predicted: meta.Predicted, Machine: meta.Machine}
 	if meta.Fidelity != nil {
 		t.Fidelity = *meta.Fidelity
 	}
@@ -95,6 +112,9 @@ func LoadTrial(dir string) (*TrialSummary, error) {
 	}
 	if err := t.loadCaptureStats(dir); err != nil {
 		return nil, err
+	}
+	if meta.PaperUnits {
+		t.toPaperUnits(meta.ScaleFactor)
 	}
 	return t, nil
 }
@@ -159,30 +179,18 @@ func (t *TrialSummary) loadLMM(dir string) error {
 	return nil
 }
 
-// readLatencyColumn reads latency_ns from a per-packet CSV, in µs.
+// readLatencyColumn reads every packet's latency from a per-packet CSV,
+// in µs.
 func readLatencyColumn(path string) ([]float64, error) {
-	f, err := os.Open(path)
+	times, err := lmm.ReadTimes(path)
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	if !sc.Scan() || sc.Text()+"\n" != lmm.PacketsHeader {
-		return nil, fmt.Errorf("report: %s:1: header is not %q", path, strings.TrimSpace(lmm.PacketsHeader))
+	lat := make([]float64, len(times))
+	for i, t := range times {
+		lat[i] = float64(t.Latency()) / 1e3
 	}
-	var lat []float64
-	for line := 2; sc.Scan(); line++ {
-		fields := strings.SplitN(sc.Text(), ",", 4)
-		if len(fields) < 4 {
-			return nil, fmt.Errorf("report: %s:%d: want at least 3 fields", path, line)
-		}
-		v, err := strconv.ParseInt(fields[2], 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("report: %s:%d: field latency_ns: %v", path, line, err)
-		}
-		lat = append(lat, float64(v)/1e3)
-	}
-	return lat, sc.Err()
+	return lat, nil
 }
 
 // ReadCDF reads a "<value>,fraction" CSV written by stats.WriteCDF.
@@ -212,6 +220,7 @@ func (t *TrialSummary) loadFlows(dir string, meta Meta) error {
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
+	t.Metrics = metricValues(set.Metrics)
 	if len(set.Flows)+len(set.Queries)+len(set.Samples) == 0 {
 		return nil
 	}
@@ -373,9 +382,9 @@ func Generate(runDirs ...string) (*Report, error) {
 	if len(runDirs) == 0 {
 		return nil, errors.New("report: no run directory given")
 	}
-	trials, err := LoadRuns(runDirs...)
+	trials, failed, err := LoadRun(runDirs...)
 	if err != nil {
 		return nil, err
 	}
-	return Write(runDirs[0], trials...)
+	return WriteRun(runDirs[0], failed, trials...)
 }

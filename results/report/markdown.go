@@ -42,11 +42,16 @@ func (s shape) wants(patterns ...string) bool {
 }
 
 // markdown renders the report.
-func markdown(rows []Row, trials []*TrialSummary, figures []string) string {
+func markdown(rows []Row, trials []*TrialSummary, figures []string, failed []Failure) string {
 	keys := sweepKeys(trials)
 	sh := shapeOf(trials, keys)
 	var b strings.Builder
 	b.WriteString("# fabric report\n\n")
+	if len(trials) == 0 {
+		b.WriteString("No trial completed.\n")
+		failedSection(&b, failed)
+		return b.String()
+	}
 	b.WriteString("Each cell is the mean over the row's trials of that trial's statistic; percentiles are exact " +
 		"(nearest rank) over each trial's full sample. The best scheme at each set of sweep values is in **bold**.\n")
 	if sh.hull {
@@ -83,7 +88,12 @@ func markdown(rows []Row, trials []*TrialSummary, figures []string) string {
 				{"mean (Mbit/s)", func(r Row) float64 { return r.TputMbps }, 1, true},
 			})
 	}
+	metricsTable(&b, sh, rows)
+	cpuSection(&b, sh, trials)
+	planSection(&b, trials)
 	fidelitySection(&b, trials)
+	machinesSection(&b, trials)
+	failedSection(&b, failed)
 	figureList(&b, figures)
 	return b.String()
 }

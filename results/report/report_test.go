@@ -135,6 +135,10 @@ func TestOldRunStillReports(t *testing.T) {
 			t.Errorf("report.md lacks %q:\n%s", s, md)
 		}
 	}
+	// Its trials sampled no account of where the CPU went.
+	if strings.Contains(md, "Where the CPU went") {
+		t.Errorf("a run without CPU accounts has a CPU table:\n%s", md)
+	}
 	// The lighter scheme has the lower latency at 40%, in bold.
 	pq40 := fmt.Sprintf("**%.1f**", rep.Rows[2].LatAvg)
 	if !strings.Contains(md, "| 40% | dctcp-pq950-pacer | 2 | "+pq40) {

@@ -36,7 +36,9 @@ type Row struct {
 	ShortP50, ShortP99 float64
 	Spectrum           []SpectrumCell
 	// Classes are the traffic classes' slowdowns and SLO verdicts.
-	Classes  []ClassCell
+	Classes []ClassCell
+	// Metrics are the transport's own, each the mean over the trials.
+	Metrics  []MetricValue
 	classBDP int64 // the first trial's BDP, bytes
 }
 
@@ -219,7 +221,7 @@ func p99(s stats.Summary) float64  { return s.P99 }
 func aggregate(trials []*TrialSummary, keys []string) []Row {
 	var rows []Row
 	for _, g := range groups(trials, keys) {
-		r := Row{Scheme: g.scheme, Keys: g.keys, Load: g.load, Trials: len(g.trials)}
+		r := Row{Scheme: g.scheme, Keys: g.keys, Load: g.load, Trials: len(g.trials), Metrics: rowMetrics(g.trials)}
 		for i, k := range keys {
 			if g.keys[i] != "" {
 				r.Sweep = append(r.Sweep, SweepValue{Key: k, Value: g.keys[i]})

@@ -7,7 +7,7 @@
 //
 //	runs/NAME/TIMESTAMP/POINT/trial-N/
 //	    meta.json             scheme, load, ideal (bottleneck rate, unloaded RTT), fidelity
-//	    records-*.jsonl       endpoint records (fabric/internal/records)
+//	    records-*.jsonl       the transports' records (package hosts/transport)
 //	    lmm/NAME.summary.json LMM counts and statistics (lmm.Measure)
 //	    lmm/NAME.cdf.csv      LMM latency CDF
 //	    lmm/NAME.packets.csv  LMM per-packet latencies
@@ -89,10 +89,8 @@ func (f *Fidelity) UnmarshalJSON(b []byte) error {
 }
 
 // NotableStealPct is the hypervisor's share of the CPU from which a report
-// names it next to a trial. On the virtual machine fabric was built on, a
-// boot whose hypervisor took 8 % of the CPU (15 % during one test) failed
-// timing tests that quiet boots pass, while a rate test with 1.1 % stolen
-// kept its margin (2026-11-27).
+// names it next to a trial: below it, timing and rate checks on fabric's
+// own virtual machine kept their margins.
 const NotableStealPct = 2.0
 
 // NotableSteal says whether the hypervisor took enough of the CPU during
@@ -156,6 +154,12 @@ type TrialSummary struct {
 	Dir        string       `json:"dir,omitempty"`
 	// ScaleFactor is the scaling rule's s for this trial (Meta.ScaleFactor).
 	ScaleFactor float64 `json:"scale_factor,omitempty"`
+	// PaperUnits says its times and rates are the paper's already
+	// (Meta.PaperUnits), ScheduleStartNS and Predicted are Meta's.
+	PaperUnits      bool       `json:"paper_units,omitempty"`
+	ScheduleStartNS int64      `json:"-"`
+	Predicted       *Predicted `json:"predicted,omitempty"`
+	Machine         *Machine   `json:"machine,omitempty"`
 
 	SwitchLatencyUS *stats.Summary `json:"switch_latency_us,omitempty"`
 	LMM             *lmm.Counts    `json:"lmm,omitempty"`
@@ -180,8 +184,12 @@ type TrialSummary struct {
 	// Classes are the traffic classes' slowdowns and SLOs, when the
 	// experiment has classes (or the records carry them).
 	Classes []ClassResult `json:"classes,omitempty"`
+	// Metrics are what the transport counted itself (metric records).
+	Metrics []MetricValue `json:"metrics,omitempty"`
 
 	Fidelity Fidelity `json:"fidelity"`
+	// CPU is where the CPU went during the traffic, when sampled.
+	CPU *CPUAccount `json:"-"`
 
 	// Distributions for plots (not in summary.csv).
 	LatencyCDF []stats.Point `json:"-"` // switch latency, µs

@@ -18,20 +18,27 @@ type Report struct {
 	Keys     []string // the sweep keys, a column each
 	Rows     []Row
 	Markdown string
-	Files    []string // report.md, summary.csv and the figures
+	Files    []string  // report.md, summary.csv and the figures
+	Failed   []Failure // the run's trials that did not complete
 }
 
 // Write writes report.md, summary.csv and the figures into dir and returns
 // the report; its Markdown is what `fabric report` prints.
 func Write(dir string, trials ...*TrialSummary) (*Report, error) {
-	if len(trials) == 0 {
-		return nil, errors.New("report: no trials")
+	return WriteRun(dir, nil, trials...)
+}
+
+// WriteRun is Write for a run some of whose trials did not complete: the
+// report ends with a Failed section that lists them.
+func WriteRun(dir string, failed []Failure, trials ...*TrialSummary) (*Report, error) {
+	if len(trials)+len(failed) == 0 {
+		return nil, errNoTrials
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
 	keys := sweepKeys(trials)
-	r := &Report{Keys: keys, Rows: aggregate(trials, keys)}
+	r := &Report{Keys: keys, Rows: aggregate(trials, keys), Failed: failed}
 	figures, err := writeFigures(dir, trials, keys, r.Rows)
 	if err != nil {
 		return nil, err
@@ -40,7 +47,7 @@ func Write(dir string, trials ...*TrialSummary) (*Report, error) {
 	if err := writeSummaryCSV(csvPath, trials); err != nil {
 		return nil, err
 	}
-	r.Markdown = markdown(r.Rows, trials, figures)
+	r.Markdown = markdown(r.Rows, trials, figures, failed)
 	mdPath := filepath.Join(dir, "report.md")
 	if err := os.WriteFile(mdPath, []byte(r.Markdown), 0o644); err != nil {
 		return nil, fmt.Errorf("report: %w", err)
