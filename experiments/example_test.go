@@ -42,5 +42,5 @@ sweep: {load: [0.5]}
 duration: 10s
 `), "")
 	fmt.Println(err)
-	// Output: mine.yaml:5: sweep.load: the static pattern has no field "load" to sweep (it applies to dynamic)
+	// Output: mine.yaml:5: sweep.load: the static pattern has no field "load" to sweep (it applies to dynamic, poisson)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fabric-emu/fabric/hosts"
+	"github.com/fabric-emu/fabric/hosts/transport/transporttest"
 	"github.com/fabric-emu/fabric/internal/testenv"
 	"github.com/fabric-emu/fabric/results/report"
 )
@@ -30,13 +31,16 @@ func buildExample(t *testing.T) string {
 }
 
 // exampleExperiment runs the schemes on one schedule: h0 requests from h1
-// and h2 at 30 % load, messages of Homa's W2 (mostly short).
+// and h2 at 30 % load, messages of Homa's W2 (mostly short), on 10 Mbit/s
+// links: about 900 messages a second, each a connection of the example's,
+// which two cores carry (at 100 Mbit/s, ten times as many saturated the
+// CPU in every trial).
 func exampleExperiment(runtime, schemes string) string {
 	return fmt.Sprintf(`name: example
 lab:
   name: example
   topology: {kind: star, hosts: 3}
-  links: {rate: 100Mbit, delay: 200us}
+  links: {rate: 10Mbit, delay: 200us}
   hosts: {runtime: %s}
 schemes:
 %s
@@ -52,13 +56,7 @@ func runExample(t *testing.T, yaml string) map[string]*report.TrialSummary {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prefix := checkedPrefix(t, "x")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	res, err := Run(ctx, spec, Options{Out: t.TempDir(), LabPrefix: prefix, Seed: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runOnce(t, spec, Options{Seed: 5}, 3*time.Minute)
 	out := map[string]*report.TrialSummary{}
 	for _, tr := range res.Trials {
 		out[tr.SchemeName] = tr
@@ -84,13 +82,24 @@ func wantFlows(t *testing.T, trials map[string]*report.TrialSummary, scheme stri
 func TestExampleTransportNetNS(t *testing.T) {
 	testenv.RequireRoot(t)
 	bin := buildExample(t)
-	trials := runExample(t, exampleExperiment("netns", fmt.Sprintf(`  dctcp: {cc: dctcp, ports: {marking: {ecn: {threshold: 30KB}}}}
+	// One schedule, and a drain long enough at 30 % load: both schemes
+	// deliver every message of it, once. The example opens a connection
+	// per message, so a CPU too busy to accept them in time drops SYNs and
+	// a message waits out TCP's SYN timeouts; only a trial flagged for it
+	// runs again.
+	testenv.Retry(t, 2, 0, func(a *testenv.Attempt) {
+		trials := runExample(t, exampleExperiment("netns", fmt.Sprintf(`  dctcp: {cc: dctcp, ports: {marking: {ecn: {threshold: 30KB}}}}
   mine: {transport: {command: [%q]}}`, bin)))
-	wantFlows(t, trials, "dctcp")
-	wantFlows(t, trials, "mine")
-	if a, b := trials["dctcp"].SlowdownAll.N, trials["mine"].SlowdownAll.N; a != b {
-		t.Logf("flows measured: dctcp %d, mine %d (one schedule; a flow still open at the end is not counted)", a, b)
-	}
+		wantFlows(t, trials, "dctcp")
+		wantFlows(t, trials, "mine")
+		for _, scheme := range []string{"dctcp", "mine"} {
+			if f := trials[scheme].Fidelity; !f.Faithful() {
+				a.Stalled("%s's trial was flagged: %s", scheme, f.Flags())
+			}
+			sched, set := transporttest.ReadTrial(t, trials[scheme].Dir)
+			transporttest.DeliveredOnce(a, sched, set, nil)
+		}
+	})
 }
 
 // The example transport, in an image of its own (FROM scratch, built by
@@ -98,6 +107,8 @@ func TestExampleTransportNetNS(t *testing.T) {
 func TestExampleTransportDocker(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.RequireDocker(t)
+	// Flows measured, not how fast: it runs beside the other waiting tests.
+	t.Parallel()
 	bin := buildExample(t)
 	tag := fmt.Sprintf("fabric-example-transport:t%d", os.Getpid())
 	dockerfile := []byte("FROM scratch\nCOPY fabric /transport\nCMD [\"/transport\"]\n")

@@ -21,12 +21,13 @@ import (
 // emulated ports, and every latency is wrong. The fidelity monitor samples
 // CPU idle time through every trial and the runner flags the trial.
 
-// Fidelity thresholds (issue 7): a trial is unfaithful when the CPU had
-// less than cpuIdleFloor idle for more than cpuBusyFraction of the samples.
+// Fidelity thresholds: a trial is unfaithful when the CPU had less than
+// cpuIdleFloor idle for more than cpuBusyFraction of the samples, the one
+// rule that tests' retries judge the CPU by too (cpustat.Saturated).
 const (
 	cpuSampleEvery  = 100 * time.Millisecond
-	cpuIdleFloor    = 20.0 // percent
-	cpuBusyFraction = 0.10
+	cpuIdleFloor    = cpustat.SaturatedIdlePct
+	cpuBusyFraction = cpustat.SaturatedShare
 )
 
 // cpuSample is how the machine's CPU was spent over one interval.
@@ -40,57 +41,77 @@ type cpuSample struct {
 	StealPct float64
 }
 
-// cpuMonitor samples /proc/stat until stopped.
+// cpuMonitor samples /proc/stat until stopped, and with it where the CPU
+// went (cpuAccount).
 type cpuMonitor struct {
 	mu      sync.Mutex
 	samples []cpuSample
 	first   cpustat.Times
 	last    cpustat.Times
+	account *cpuAccount
 	stop    context.CancelFunc
 	done    chan struct{}
 }
 
-// startCPUMonitor begins sampling the aggregate CPU line of /proc/stat.
-func startCPUMonitor(ctx context.Context) *cpuMonitor {
+// startCPUMonitor begins sampling /proc/stat, and the CPU time of the
+// trial's transports and of the LMM's probes running now; watch adds those
+// started later.
+func startCPUMonitor(ctx context.Context, transports, probes []*proc) *cpuMonitor {
 	ctx, cancel := context.WithCancel(ctx)
 	m := &cpuMonitor{stop: cancel, done: make(chan struct{})}
 	t0 := time.Now()
-	prev, err := cpustat.Read()
+	prev, err := cpustat.ReadStat()
 	if err != nil {
 		close(m.done)
 		return m
 	}
-	m.first, m.last = prev, prev
+	m.account = newCPUAccount(t0, transports, probes)
+	m.first, m.last = prev.Times, prev.Times
 	from := time.Now().UnixNano()
 	go func() {
 		defer close(m.done)
+		defer cpustat.Track(cpustat.Sampler)()
 		tick := time.NewTicker(cpuSampleEvery)
 		defer tick.Stop()
 		for {
 			select {
 			case <-ctx.Done():
+				if now, err := cpustat.ReadStat(); err == nil {
+					m.account.sample(prev, now, time.Since(t0).Seconds(), true)
+				}
+				m.account.finish()
 				return
 			case <-tick.C:
 			}
-			now, err := cpustat.Read()
+			now, err := cpustat.ReadStat()
 			if err != nil {
 				continue
 			}
-			share, ok := now.Since(prev)
+			share, ok := now.Since(prev.Times)
 			if !ok {
 				continue
 			}
+			at := time.Since(t0)
+			m.account.sample(prev, now, at.Seconds(), false)
 			prev = now
 			to := time.Now().UnixNano()
 			m.mu.Lock()
-			m.samples = append(m.samples, cpuSample{At: time.Since(t0), Span: flows.Interval{StartNS: from, EndNS: to},
+			m.samples = append(m.samples, cpuSample{At: at, Span: flows.Interval{StartNS: from, EndNS: to},
 				IdlePct: share.IdlePct, StealPct: share.StealPct})
 			from = to
-			m.last = now
+			m.last = now.Times
 			m.mu.Unlock()
 		}
 	}()
 	return m
+}
+
+// watch adds one of the trial's processes to the account: a transport, or
+// with probe one of the LMM's probe processes.
+func (m *cpuMonitor) watch(pr *proc, probe bool) {
+	if m.account != nil {
+		m.account.watch(pr, probe)
+	}
 }
 
 // Stop ends sampling and returns the samples and the share of the CPU
@@ -102,6 +123,15 @@ func (m *cpuMonitor) Stop() (samples []cpuSample, stealPct float64) {
 	defer m.mu.Unlock()
 	share, _ := m.last.Since(m.first)
 	return append([]cpuSample(nil), m.samples...), share.StealPct
+}
+
+// Account is where the CPU went over the samples (nil when /proc/stat
+// could not be read); call it after Stop.
+func (m *cpuMonitor) Account() *report.CPUAccount {
+	if m.account == nil {
+		return nil
+	}
+	return m.account.account()
 }
 
 // readBacklogDrops sums the packets every CPU's input backlog has dropped
@@ -210,14 +240,16 @@ type FidelityRecord struct {
 	CPUTailDistorted  bool                 `json:"cpu_tail_distorted,omitempty"`
 	// CPUStealPct is the share of the CPU the hypervisor took over the
 	// traffic (report.Fidelity.CPUStealPct).
-	CPUStealPct  float64 `json:"cpu_steal_pct"`
-	CaptureDrops uint64  `json:"capture_drops"`
+	CPUStealPct float64 `json:"cpu_steal_pct"`
+	// CPUConsumers is what took the machine's CPU (meta.json's account
+	// has it all); a trial flagged for CPU names them in its advice.
+	CPUConsumers *CPUConsumers `json:"cpu_consumers,omitempty"`
+	CaptureDrops uint64        `json:"capture_drops"`
 	// BacklogDrops is how many packets the kernel's per-CPU input
 	// backlogs dropped during the traffic (/proc/net/softnet_stat): a
 	// burst handed to one CPU faster than it drains, as a delay line can
-	// when it releases at once what a stall held back (this machine's
-	// second CPU had dropped 104,522 since boot on 2026-11-27). No counter
-	// of the lab sees them, so any makes the trial unfaithful.
+	// when it releases at once what a stall held back. No counter of the
+	// lab sees them, so any makes the trial unfaithful.
 	BacklogDrops uint64     `json:"backlog_drops"`
 	Ports        []PortRate `json:"ports,omitempty"`
 	Unfaithful   bool       `json:"unfaithful"`
@@ -279,9 +311,9 @@ func delayFidelity(lines []delay.Line, before, after delay.Stats, cpu time.Durat
 			frame, frameRate = ft, l.Rate
 		}
 	}
-	limit := 50 * time.Microsecond
+	limit := delay.LatenessLimit(0)
 	if shortest < time.Duration(1<<63-1) {
-		limit = max(shortest/10, limit)
+		limit = delay.LatenessLimit(shortest)
 	}
 	us := func(v time.Duration) float64 { return float64(v) / 1e3 }
 	f := &DelayFidelity{Lines: len(lines), Packets: t.Packets, Lost: t.Lost, Unasked: t.Overflow,
@@ -351,6 +383,9 @@ func (f *FidelityRecord) advice(spec *Spec) string {
 	if f.summary(0).NotableSteal() {
 		why = append(why, fmt.Sprintf("the hypervisor took %.1f%% of this virtual machine's CPU during the traffic (steal), "+
 			"which no setting of the lab gives back", f.CPUStealPct))
+	}
+	if f.cpuFlagged() && f.CPUConsumers != nil && len(f.CPUConsumers.Largest) > 0 {
+		return strings.Join(why, " and ") + "; " + f.consumersAdvice(spec)
 	}
 	how := "lower the emulated link rate (lab links.rate, e.g. 100Mbit instead of 1Gbit)"
 	if spec.Traffic.Pattern == "dynamic" {

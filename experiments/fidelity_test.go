@@ -113,7 +113,7 @@ func TestAdviceNamesTheHypervisorsShare(t *testing.T) {
 	if s := stolen.summary(0); s.CPUStealPct != 30 || !s.NotableSteal() {
 		t.Errorf("summary: %+v", s)
 	}
-	m := startCPUMonitor(t.Context())
+	m := startCPUMonitor(t.Context(), nil, nil)
 	time.Sleep(3 * cpuSampleEvery)
 	samples, steal := m.Stop()
 	if len(samples) == 0 || steal < 0 || steal > 100 {
@@ -125,7 +125,7 @@ func TestAdviceNamesTheHypervisorsShare(t *testing.T) {
 // saturated ones are the stretches a tail is judged against; a tail the
 // machine made flags the trial and its advice says how much.
 func TestSaturatedSpansAndATailTheMachineMade(t *testing.T) {
-	m := startCPUMonitor(t.Context())
+	m := startCPUMonitor(t.Context(), nil, nil)
 	time.Sleep(5 * cpuSampleEvery)
 	samples, steal := m.Stop()
 	if len(samples) < 2 || steal < 0 || steal > 100 {

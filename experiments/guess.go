@@ -75,8 +75,8 @@ func newGuesser(spec *Spec, seed uint64, progress func(string, ...any)) (*guesse
 	}
 	hs := g.Node(senders[0]).Ifaces[0]
 	gs.receiver = rx
-	gs.path = hs.Wire().Delay + hr.Ifaces[0].Peer.Wire().Delay
-	gs.rtt = gs.path + hr.Ifaces[0].Wire().Delay + hs.Peer.Wire().Delay
+	gs.path = hs.Impairment().Delay + hr.Ifaces[0].Peer.Impairment().Delay
+	gs.rtt = gs.path + hr.Ifaces[0].Impairment().Delay + hs.Peer.Impairment().Delay
 	gs.links = serialisingLinks(g, rx, senders[0])
 	gs.tcp = fluid.LinuxTCP(gs.rtt, hs.Link.MTU)
 	return gs, nil

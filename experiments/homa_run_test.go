@@ -16,12 +16,15 @@ func TestQuickHomaSlowdown(t *testing.T) {
 	testenv.RequireRoot(t)
 	for _, name := range []string{"homa/slowdown-fattree"} {
 		t.Run(strings.ReplaceAll(name, "/", "-"), func(t *testing.T) {
-			res := runQuick(t, name)
-			homa, cubic := row(t, res, "homa", 0.8), row(t, res, "tcp-cubic", 0.8)
-			t.Logf("shortest 50%% p99 slowdown: homa %.2f, cubic %.2f", homa.ShortP99, cubic.ShortP99)
-			if !(homa.ShortP99 > 0 && homa.ShortP99 < cubic.ShortP99) {
-				t.Errorf("Homa's short-message p99 slowdown %.2f is not below cubic's %.2f", homa.ShortP99, cubic.ShortP99)
-			}
+			testenv.Retry(t, 2, 0, func(a *testenv.Attempt) {
+				res := runQuick(t, name)
+				stalledTrials(a, res)
+				homa, cubic := row(t, res, "homa", 0.8), row(t, res, "tcp-cubic", 0.8)
+				a.Logf("shortest 50%% p99 slowdown: homa %.2f, cubic %.2f", homa.ShortP99, cubic.ShortP99)
+				if !(homa.ShortP99 > 0 && homa.ShortP99 < cubic.ShortP99) {
+					a.Errorf("Homa's short-message p99 slowdown %.2f is not below cubic's %.2f", homa.ShortP99, cubic.ShortP99)
+				}
+			})
 		})
 	}
 }

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/fabric-emu/fabric/emu"
@@ -17,25 +19,39 @@ import (
 )
 
 // How long transports get to print their ready line: the start instant is
-// this far after they are launched. Containers start their commands
-// through the daemon, more slowly. 2 s was too little: sixteen Homa
-// transports starting while the machine's two cores were busy left one
-// host's log empty after 2 s, and the whole full run stopped there.
+// this far after they are launched, unless the scheme sets ready_timeout.
+// Containers start their commands through the daemon, more slowly, and a
+// busy machine can hold a host's transport back by seconds, so the
+// allowance is generous.
 //
-// Host processes are first given readyFirstTry: nine TCP transports had
-// all printed their ready lines within 90 ms of the first launch
-// (swp/capacity quick, 2026-11-27, 9 trials: the last one's start_in),
-// and the full allowance left every trial idle for ~5 s
-// (a quarter of CI's time). Only when one is not ready by then are all
-// of them stopped and launched again with the full allowance.
+// Host processes are first given readyFirstTry (readyFirstTryBuiltin for
+// fabric's own transports, this binary started on every host: their
+// slowest ready line came 51-131 ms after the launch on labs of 8 to 16
+// hosts here, so three times that), which is usually enough, so that a
+// trial does not sit idle through the whole allowance; only when one is
+// not ready by then are all of them stopped and launched again with
+// readyAllowanceNetNS, which an interpreter started on every host at once
+// needs (docs/transport-contract.md has the measurement).
 const (
 	readyFirstTry        = time.Second
-	readyAllowanceNetNS  = 5 * time.Second
+	readyFirstTryBuiltin = 400 * time.Millisecond
+	readyAllowanceNetNS  = 10 * time.Second
 	readyAllowanceDocker = 10 * time.Second
-	// stopGrace is how long a transport may take to flush and exit after
-	// SIGTERM before it is killed (by PID) and the trial is failed.
-	stopGrace = 10 * time.Second
+	// cleanupGrace is the grace for processes a failed trial leaves.
+	cleanupGrace = 5 * time.Second
+	// defaultStopGrace is how long transports may take to flush and exit
+	// after SIGTERM before they are killed (by PID) and the trial is
+	// failed, unless the scheme sets stop_grace: the contract's 10 s.
+	defaultStopGrace = 10 * time.Second
 )
+
+// stopGrace is the scheme's grace after SIGTERM.
+func (t *trial) stopGrace() time.Duration {
+	if t.scheme.StopGrace > 0 {
+		return time.Duration(t.scheme.StopGrace)
+	}
+	return defaultStopGrace
+}
 
 // startTransports writes each participant's schedule, starts its
 // transport with the contract's environment, and waits for every ready
@@ -48,15 +64,22 @@ func (t *trial) startTransports(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if t.containers() {
+	switch {
+	case t.scheme.ReadyTimeout > 0:
+		return t.launchTransports(ctx, args, time.Duration(t.scheme.ReadyTimeout))
+	case t.containers():
 		return t.launchTransports(ctx, args, readyAllowanceDocker)
 	}
-	err = t.launchTransports(ctx, args, readyFirstTry)
+	first := readyFirstTry
+	if t.scheme.Transport.builtin() != "" {
+		first = readyFirstTryBuiltin
+	}
+	err = t.launchTransports(ctx, args, first)
 	var late *notReadyError
 	if !errors.As(err, &late) {
 		return err
 	}
-	t.opts.Log.Info("transports not ready within the first allowance; launching them again", "host", late.host, "allowance", readyFirstTry, "then", readyAllowanceNetNS)
+	t.opts.Log.Info("transports not ready within the first allowance; launching them again", "host", late.host, "allowance", first, "then", readyAllowanceNetNS)
 	if err := t.withdrawTransports(); err != nil {
 		return err
 	}
@@ -67,7 +90,7 @@ func (t *trial) startTransports(ctx context.Context) error {
 // instant allowance from now and waits for their ready lines; an error
 // wrapping *notReadyError says one was still starting at that instant.
 func (t *trial) launchTransports(ctx context.Context, args []byte, allowance time.Duration) error {
-	t.startNS = time.Now().Add(allowance).UnixNano()
+	t.startNS, t.allowance = time.Now().Add(allowance).UnixNano(), allowance
 	for _, h := range t.plan.schedule.Participants() {
 		pr, err := t.startTransport(ctx, h, args)
 		if err != nil {
@@ -75,12 +98,7 @@ func (t *trial) launchTransports(ctx context.Context, args []byte, allowance tim
 		}
 		t.transports = append(t.transports, pr)
 	}
-	for _, pr := range t.transports {
-		if err := awaitReady(ctx, pr, time.Unix(0, t.startNS)); err != nil {
-			return t.failure(pr.host, err)
-		}
-	}
-	return nil
+	return t.awaitReady(ctx, t.transports, time.Unix(0, t.startNS))
 }
 
 // withdrawTransports stops the transports of a launch whose start instant
@@ -88,9 +106,7 @@ func (t *trial) launchTransports(ctx context.Context, args []byte, allowance tim
 // (logs, empty records), so the next launch starts from nothing: the
 // records and logs a trial keeps are one launch's.
 func (t *trial) withdrawTransports() error {
-	for _, pr := range t.transports {
-		stopProc(pr, stopGrace)
-	}
+	stopAll(t.transports, t.stopGrace())
 	for _, pr := range t.transports {
 		for _, f := range []string{pr.log, filepath.Join(t.epDir, transport.FileName(pr.host))} {
 			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -114,7 +130,31 @@ func (e *notReadyError) Error() string { return e.msg }
 
 // failure names the scheme and host a transport failed on.
 func (t *trial) failure(host string, err error) error {
-	return fmt.Errorf("scheme %s (transport %s), host %s: %w", t.point.Scheme, t.scheme.Transport.Name(), host, err)
+	return &transportFailure{msg: fmt.Sprintf("scheme %s (transport %s), host %s: %v", t.point.Scheme, t.scheme.Transport.Name(), host, err), err: err}
+}
+
+// transportFailure is a transport that broke the contract on a host, as
+// opposed to the lab or the machine failing a trial.
+type transportFailure struct {
+	msg string
+	err error
+}
+
+func (e *transportFailure) Error() string { return e.msg }
+func (e *transportFailure) Unwrap() error { return e.err }
+
+// exited is the failure of a process that ended before SIGTERM: what it
+// did and when, against its ready line and the schedule's start.
+func (t *trial) exited(pr *proc) error {
+	when := "before its ready line"
+	switch {
+	case !hasLine(pr.log, transport.ReadyLine):
+	case t.startNS == 0 || pr.exitAt.UnixNano() < t.startNS:
+		when = "after its ready line, before the start"
+	default:
+		when = fmt.Sprintf("%.1f s into the schedule, before SIGTERM", float64(pr.exitAt.UnixNano()-t.startNS)/1e9)
+	}
+	return t.failure(pr.host, fmt.Errorf("%s %s (%s)", pr.status(), when, lastLine(pr.log)))
 }
 
 func (t *trial) containers() bool { return !hosts.IsNetNS(t.lab.Spec.Hosts.Runtime) }
@@ -133,13 +173,25 @@ func (t *trial) startTransport(ctx context.Context, host string, args []byte) (*
 	}
 	t.argvs = append(t.argvs, argv)
 	logPath := filepath.Join(t.dir, "logs", host+".transport.log")
-	p, err := hosts.StartCommand(ctx, ref, hosts.Command{Argv: argv, Env: env.Environ(), Log: logPath})
+	c := hosts.Command{Argv: argv, Env: env.Environ(), Log: logPath}
+	if !t.containers() {
+		c.Dir = t.spec.Dir
+	}
+	p, err := hosts.StartCommand(ctx, ref, c)
 	if err != nil {
 		return nil, err
 	}
-	pr := &proc{name: host + "/" + t.scheme.Transport.Name(), host: host, p: p, log: logPath}
-	t.onCleanup(func() error { stopProc(pr, 5*time.Second); return nil })
-	return pr, nil
+	return t.track(newProc(host+"/"+t.scheme.Transport.Name(), host, p, logPath)), nil
+}
+
+// track adds pr to the processes stopped, all at once, when the trial
+// ends.
+func (t *trial) track(pr *proc) *proc {
+	if len(t.procs) == 0 {
+		t.onCleanup(func() error { stopAll(t.procs, cleanupGrace); return nil })
+	}
+	t.procs = append(t.procs, pr)
+	return pr
 }
 
 // contractEnv is what the contract tells the transport of host h.
@@ -161,8 +213,8 @@ func (t *trial) contractEnv(h *emu.Host, args []byte) *transport.Env {
 
 // transportArgv is the command line of the scheme's transport on ref: a
 // built-in's `fabric transport NAME`, the user's command with its
-// placeholders filled in (a relative program path is the experiment
-// file's neighbour), or the image's own command.
+// placeholders filled in (its program found by Spec.program), or the
+// image's own command.
 func (t *trial) transportArgv(ctx context.Context, ref hosts.Ref, env *transport.Env) ([]string, error) {
 	tr := t.scheme.Transport
 	switch {
@@ -171,8 +223,12 @@ func (t *trial) transportArgv(ctx context.Context, ref hosts.Ref, env *transport
 		for i, a := range tr.Command {
 			argv[i] = env.Expand(a)
 		}
-		if !t.containers() && strings.Contains(argv[0], "/") && !filepath.IsAbs(argv[0]) && t.spec.File != "" {
-			argv[0] = filepath.Join(filepath.Dir(t.spec.File), argv[0])
+		if !t.containers() {
+			p, err := t.spec.program(argv[0])
+			if err != nil {
+				return nil, err
+			}
+			argv[0] = p
 		}
 		return argv, nil
 	case tr.Image != "":
@@ -185,24 +241,63 @@ func (t *trial) transportArgv(ctx context.Context, ref hosts.Ref, env *transport
 	return []string{bin, "transport", tr.builtin()}, nil
 }
 
-// awaitReady waits for the ready line in a transport's log until deadline,
-// failing when the process exits first.
-func awaitReady(ctx context.Context, pr *proc, deadline time.Time) error {
-	exited := make(chan error, 1)
-	go func() { exited <- pr.p.Wait() }()
+// program is the absolute path of a transport's program on this machine:
+// a relative path is the experiment file's neighbour, and so is a bare
+// name when that directory has a file of that name; any other bare name
+// is looked up in the PATH that fabric and its transports share.
+func (s *Spec) program(name string) (string, error) {
+	switch {
+	case filepath.IsAbs(name):
+		return name, nil
+	case strings.Contains(name, "/") && s.Dir != "":
+		return filepath.Join(s.Dir, name), nil
+	case s.Dir != "":
+		if st, err := os.Stat(filepath.Join(s.Dir, name)); err == nil && !st.IsDir() {
+			return filepath.Join(s.Dir, name), nil
+		}
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("transport program %q: not next to the experiment file (%s) and not in PATH (%s)", name, s.Dir, os.Getenv("PATH"))
+	}
+	return filepath.Abs(p)
+}
+
+// awaitReady waits until every process of procs has printed its ready
+// line. The first of them to exit fails the wait, named with what it did;
+// at deadline, one still without its line is a *notReadyError.
+func (t *trial) awaitReady(ctx context.Context, procs []*proc, deadline time.Time) error {
+	ready := make([]bool, len(procs))
 	for {
-		if hasLine(pr.log, transport.ReadyLine) {
+		if pr := firstExited(procs); pr != nil {
+			return t.exited(pr)
+		}
+		waiting := -1
+		for i, pr := range procs {
+			if !ready[i] && hasLine(pr.log, transport.ReadyLine) {
+				ready[i], pr.readyAt = true, time.Now()
+			}
+			if !ready[i] && waiting < 0 {
+				waiting = i
+			}
+		}
+		if waiting < 0 {
+			slowest := time.Duration(0)
+			for _, pr := range procs {
+				slowest = max(slowest, pr.readyAt.Sub(pr.started))
+			}
+			t.opts.Log.Debug("transports ready", "hosts", len(procs), "slowest", slowest.Round(time.Millisecond), "allowance", t.allowance)
 			return nil
 		}
+		if time.Now().After(deadline) {
+			pr := procs[waiting]
+			return t.failure(pr.host, &notReadyError{host: pr.host, msg: fmt.Sprintf("no %q line on stdout by the start instant, %v after the launch; a scheme's ready_timeout allows more (%s)",
+				transport.ReadyLine, t.allowance, lastLine(pr.log))})
+		}
 		select {
-		case err := <-exited:
-			return fmt.Errorf("exited before its ready line: %v (%s)", err, lastLine(pr.log))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return &notReadyError{host: pr.host, msg: fmt.Sprintf("no %q line on stdout by the start instant (%s)", transport.ReadyLine, lastLine(pr.log))}
 		}
 	}
 }
@@ -224,23 +319,51 @@ func hasLine(path, line string) bool {
 }
 
 // runSchedule waits while the schedule runs, and for its drain time after
-// it, failing early if a transport exits.
+// it, failing early if a transport exits: the first to have exited is
+// named. The drain ends early once every message has a whole flow record
+// (recordWatch).
 func (t *trial) runSchedule(ctx context.Context) error {
-	end := time.Unix(0, t.startNS).Add(t.spec.Duration + t.drain())
-	exited := make(chan *proc, len(t.transports))
+	schedEnd := time.Unix(0, t.startNS).Add(t.spec.Duration)
+	end := schedEnd.Add(t.drain())
+	exited := make(chan struct{}, len(t.transports))
 	for _, pr := range t.transports {
 		go func() {
-			pr.p.Wait()
-			exited <- pr
+			<-pr.exited
+			exited <- struct{}{}
 		}()
 	}
-	select {
-	case pr := <-exited:
-		return t.failure(pr.host, fmt.Errorf("exited during the trial, before SIGTERM (%s)", lastLine(pr.log)))
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(time.Until(end)):
-		return nil
+	var watch *recordWatch
+	if t.drain() > 0 {
+		watch = newRecordWatch(t.epDir, t.plan.schedule)
+	}
+	var pollFrom <-chan time.Time // the schedule's end, when there is a watch
+	if watch != nil {
+		pollFrom = time.After(time.Until(schedEnd))
+	}
+	poll := time.NewTicker(drainPoll)
+	poll.Stop() // started at the schedule's end
+	defer poll.Stop()
+	var polling <-chan time.Time
+	deadline := time.NewTimer(time.Until(end))
+	defer deadline.Stop()
+	defer func() { t.drained = max(0, time.Since(schedEnd)) }()
+	for {
+		select {
+		case <-exited:
+			return t.exited(firstExited(t.transports))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return nil
+		case <-pollFrom:
+			poll.Reset(drainPoll)
+			polling, pollFrom = poll.C, nil
+		case <-polling:
+			if watch.done() {
+				slog.Debug("drain ended: every message recorded", "trial", t.dir, "drain_left", time.Until(end).Round(time.Millisecond))
+				return nil
+			}
+		}
 	}
 }
 
@@ -249,32 +372,70 @@ func (t *trial) runSchedule(ctx context.Context) error {
 func (t *trial) drain() time.Duration { return t.spec.drainTime() }
 
 // drainTime is how long after the schedule's end messages may finish.
+// A poisson packet is out of any buffer of the lab's size in a second
+// (the M/D/1 checks' 500 frames take 0.3 s at 25 Mbit/s).
 func (s *Spec) drainTime() time.Duration {
+	if s.drain > 0 {
+		return s.drain
+	}
 	switch s.Traffic.Pattern {
 	case "static", "permutation":
 		return 0
+	case "poisson":
+		return time.Second
 	}
 	return min(max(s.Duration/3, 2*time.Second), 10*time.Second)
 }
 
-// stopTransports sends every transport (and the probe sink) SIGTERM and
-// waits for it to flush and exit; one that does not within stopGrace is
-// killed and named.
+// stopTransports sends every transport (and the probe sink) SIGTERM at
+// once and waits for them to flush and exit; those that do not within
+// the scheme's grace are killed together. The error names the first host that
+// failed to stop cleanly, and how many others did.
 func (t *trial) stopTransports() error {
+	errs := t.stopAndJudge()
+	if len(errs) == 0 {
+		return nil
+	}
+	err := errs[0].err
+	if len(errs) > 1 {
+		others := make([]string, 0, len(errs)-1)
+		for _, e := range errs[1:] {
+			others = append(others, e.host)
+		}
+		err = fmt.Errorf("%w; so did %s", err, strings.Join(others, ", "))
+	}
+	return t.failure(errs[0].host, err)
+}
+
+// hostError is what one host's process did wrong, and when.
+type hostError struct {
+	host string
+	at   time.Time
+	err  error
+}
+
+// stopAndJudge stops the transports and the probe sink and says, for each
+// that did not exit 0 within the grace after SIGTERM, what it did: the ones
+// that exited with an error first, in the order they exited, then the
+// ones killed. One that had exited before is not judged here.
+func (t *trial) stopAndJudge() []hostError {
 	procs := t.transports
 	if t.probeSink != nil {
 		procs = append(procs[:len(procs):len(procs)], t.probeSink)
 	}
+	term := time.Now()
+	killed := stopAll(procs, t.stopGrace())
+	var out []hostError
 	for _, pr := range procs {
-		pr.p.Signal(syscall.SIGTERM)
-	}
-	var errs []error
-	for _, pr := range procs {
-		if err := waitTimeout(pr, stopGrace); err != nil {
-			errs = append(errs, t.failure(pr.host, fmt.Errorf("%v after SIGTERM (%s)", err, lastLine(pr.log))))
+		if pr.exitErr != nil && !slices.Contains(killed, pr) && !pr.exitAt.Before(term) {
+			out = append(out, hostError{pr.host, pr.exitAt, fmt.Errorf("%s after SIGTERM (%s)", pr.status(), lastLine(pr.log))})
 		}
 	}
-	return errors.Join(errs...)
+	slices.SortStableFunc(out, func(a, b hostError) int { return a.at.Compare(b.at) })
+	for _, pr := range killed {
+		out = append(out, hostError{pr.host, pr.exitAt, fmt.Errorf("did not exit within %v of SIGTERM; killed (%s)", t.stopGrace(), lastLine(pr.log))})
+	}
+	return out
 }
 
 // startProbe starts the LMM's probe stream of measure.probe, if any: a
@@ -288,12 +449,12 @@ func (t *trial) startProbeSink(ctx context.Context) error {
 	}
 	to := t.lab.Host(pr.To)
 	records := filepath.Join(t.epDir, transport.FileName(pr.To+".probe"))
-	p, err := t.startFabric(ctx, to, "probe-sink", []string{"endpoint", "probe-sink", "--host", pr.To, "--addr", to.Addr().String(), "--records", records})
+	p, err := t.startFabric(ctx, to, "probe-sink", []string{"probe", "sink", "--host", pr.To, "--addr", to.Addr().String(), "--records", records})
 	if err != nil {
 		return err
 	}
 	t.probeSink = p
-	return awaitReady(ctx, p, time.Now().Add(readyAllowanceNetNS))
+	return t.awaitReady(ctx, []*proc{p}, time.Now().Add(readyAllowanceNetNS))
 }
 
 // startProbe starts the probe sender of measure.probe, if any.
@@ -302,8 +463,9 @@ func (t *trial) startProbe(ctx context.Context) error {
 	if pr == nil {
 		return nil
 	}
-	_, err := t.startFabric(ctx, t.lab.Host(pr.From), "probe", []string{"endpoint", "probe", "--host", pr.From,
+	p, err := t.startFabric(ctx, t.lab.Host(pr.From), "probe", []string{"probe", "send", "--host", pr.From,
 		"--to", t.lab.Host(pr.To).Addr().String(), "--dscp", "CS0", "--duration", t.spec.Duration.String()})
+	t.probe = p
 	return err
 }
 
@@ -320,7 +482,5 @@ func (t *trial) startFabric(ctx context.Context, h *emu.Host, role string, args 
 		return nil, err
 	}
 	t.argvs = append(t.argvs, args)
-	pr := &proc{name: h.Name() + "/" + role, host: h.Name(), p: p, log: logPath}
-	t.onCleanup(func() error { stopProc(pr, 5*time.Second); return nil })
-	return pr, nil
+	return t.track(newProc(h.Name()+"/"+role, h.Name(), p, logPath)), nil
 }

@@ -11,31 +11,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fabric-emu/fabric/emu"
+	"github.com/fabric-emu/fabric/emu/emutest"
 	"github.com/fabric-emu/fabric/internal/testenv"
 	"github.com/fabric-emu/fabric/results/capture"
 	"github.com/fabric-emu/fabric/results/lmm"
+	"github.com/fabric-emu/fabric/tc"
 	"github.com/fabric-emu/fabric/tc/tctest"
 )
 
 // switchLatency runs two open-loop UDP senders at 75 Mbit/s each into a
 // 100 Mbit/s star's h0, which keeps s0:eth0's 60 KB buffer full (an
-// unresponsive load cannot back off), and returns the LMM's median and
-// 99th-percentile switch latency at s0, in µs. A full buffer is a known
-// queue: 60 KB at 100 Mbit/s is 4.8 ms, with or without delay on the
-// links, where a load just under the rate would make the queue depend on
-// the load's exact rate and timing.
-func switchLatency(t *testing.T, name, links string) (mean, p99 float64) {
+// unresponsive load cannot back off), and returns the LMM's mean switch
+// latency at s0 and, by Little's law, the port's own: its mean backlog
+// (sampled every 10 ms) over its departure rate (its byte counter) while
+// the senders ran, both in µs. The second holds however fast the machine
+// let the port send; a delay line whose time leaked into the LMM would
+// add to the first alone.
+func switchLatency(t *testing.T, name, links string) (mean, little float64, captureDrops uint64) {
 	t.Helper()
-	s, err := emu.Parse(name+".yaml", fmt.Appendf(nil, "name: %s\ntopology: {kind: star, hosts: 3}\nlinks: {%s}\nports: {buffer: 60KB}\n", name, links))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	lab, err := emu.Up(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lab := emutest.Up(t, fmt.Sprintf("name: %s\ntopology: {kind: star, hosts: 3}\nlinks: {%s}\nports: {buffer: 60KB}\n", name, links))
 	defer lab.Down(ctx)
 	ns, err := lab.NetNS("s0")
 	if err != nil {
@@ -58,6 +53,12 @@ func switchLatency(t *testing.T, name, links string) (mean, p99 float64) {
 	}
 	sink := tctest.ListenUDP(t, lab, "h0", 9000)
 	defer sink.Close()
+	port, err := lab.PortTarget("s0", "eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, queue := make(chan struct{}), make(chan float64)
+	go func() { queue <- littleWait(t, port, stop) }()
 	var wg sync.WaitGroup
 	for _, h := range []string{"h1", "h2"} {
 		wg.Go(func() {
@@ -68,11 +69,15 @@ func switchLatency(t *testing.T, name, links string) (mean, p99 float64) {
 		})
 	}
 	wg.Wait()
+	close(stop)
+	little = <-queue
 	time.Sleep(100 * time.Millisecond)
 	for _, c := range sessions {
-		if _, err := c.Stop(); err != nil {
+		st, err := c.Stop()
+		if err != nil {
 			t.Fatal(err)
 		}
+		captureDrops += st.Drops
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "lmm"), 0o755); err != nil {
 		t.Fatal(err)
@@ -84,26 +89,63 @@ func switchLatency(t *testing.T, name, links string) (mean, p99 float64) {
 	for _, f := range files {
 		os.Remove(f)
 	}
-	return sum.US.P50, sum.US.P99
+	t.Logf("%s: LMM %+v, p50 %.1f µs", name, sum.Counts, sum.US.P50)
+	return sum.US.Mean, little, captureDrops
 }
 
-// The LMM's switch latency excludes link delay: the same open-loop load
-// through the same port measures the same switch latency with and without
-// 2 ms of delay on every link.
+// littleWait samples port every 10 ms until stop and returns its mean
+// backlog over its departure rate, µs (Little's law's mean wait), over
+// the intervals that start and end with the port backlogged: the senders'
+// start and end, when it was filling or draining, are left out.
+func littleWait(t *testing.T, port tc.Target, stop <-chan struct{}) float64 {
+	var prev *tc.PortStats
+	var backlog, bytes, span float64
+	for {
+		select {
+		case <-stop:
+			t.Logf("%s: mean backlog %.0f B, %.2f Mbit/s over %.2f s backlogged", port, backlog/span, bytes*8/span*1e3, span/1e9)
+			if span == 0 {
+				return math.NaN()
+			}
+			return backlog / span / (bytes / span * 1e9) * 1e6
+		case <-time.After(10 * time.Millisecond):
+		}
+		st, err := tc.Stats(context.Background(), port)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if prev != nil && prev.Backlog > 0 && st.Backlog > 0 {
+			dt := float64(st.At - prev.At)
+			backlog += dt * float64(prev.Backlog+st.Backlog) / 2
+			bytes += float64(st.Bytes - prev.Bytes)
+			span += dt
+		}
+		prev = &st
+	}
+}
+
+// The LMM's switch latency excludes link delay: with and without 2 ms of
+// delay on every link, the LMM's mean latency through a full port is the
+// port's own by Little's law, within 10 % (the tolerance of fabric
+// validate's Little's-law check); a leaked 2 ms would add +40 %.
 func TestLMMUnchangedByDelay(t *testing.T) {
 	testenv.RequireRoot(t)
-	m0, p0 := switchLatency(t, fmt.Sprintf("tlmd%d", os.Getpid()%1000), "rate: 100Mbit")
-	m2, p2 := switchLatency(t, fmt.Sprintf("tlmd%d", os.Getpid()%1000), "rate: 100Mbit, delay: 2ms")
-	t.Logf("switch latency p50 %.1f µs, p99 %.1f µs without delay; %.1f µs, %.1f µs with 2 ms on every link", m0, p0, m2, p2)
-	if m0 < 4000 || m0 > 5500 {
-		t.Fatalf("median switch latency %.1f µs without delay, want about 4.8 ms (a full 60 KB buffer at 100 Mbit/s)", m0)
-	}
-	// 2 ms leaking in would move every percentile by 2 ms, +40 % at the
-	// median. The p99 is logged, not judged: a CI run on 2026-11-27 (a
-	// boot with the idle delay line 326 µs late at p99) measured it 2.9 ms
-	// apart, 4932 against 7831 µs, with the medians 1.7 µs apart, which is
-	// HTB served late on a starved CPU in one run, not a leak.
-	if math.Abs(m2-m0) > 0.05*m0 {
-		t.Errorf("switch latency p50 %.1f µs with delay, %.1f without: the delay leaks into the LMM", m2, m0)
+	for _, c := range []struct{ name, links string }{
+		{"tlmd0", "rate: 100Mbit"},
+		{"tlmd2", "rate: 100Mbit, delay: 2ms"},
+	} {
+		// A capture that dropped packets measured a subset the machine
+		// chose: the fidelity judge flags such a trial, and so does this.
+		testenv.Retry(t, 2, 0, func(a *testenv.Attempt) {
+			lmmMean, little, drops := switchLatency(t, emutest.Name(c.name), c.links)
+			a.Logf("%s: LMM mean %.1f µs, the port's mean backlog over its rate %.1f µs, %d packets the captures dropped", c.links, lmmMean, little, drops)
+			if drops > 0 {
+				a.Stalled("the captures dropped %d packets", drops)
+			}
+			if math.IsNaN(little) || math.Abs(lmmMean/little-1) > 0.10 {
+				a.Errorf("%s: the LMM's mean switch latency is %.1f µs, the port's by Little's law %.1f µs: want within 10 %%", c.links, lmmMean, little)
+			}
+		})
 	}
 }

@@ -51,7 +51,10 @@ func parse(file string, data []byte, labDir string, lab *emu.Spec) (*Spec, error
 	if err != nil {
 		return nil, err
 	}
-	s.File = file
+	s.File, s.doc = file, doc
+	if s.Dir, err = filepath.Abs(filepath.Dir(file)); err != nil {
+		return nil, &yamlfile.Error{File: file, Msg: err.Error()}
+	}
 	if lab != nil {
 		if s.Lab.Kind != 0 {
 			return nil, doc.Errorf("lab", "the lab is given in Go (ParseOn); leave it out of the file")
@@ -63,6 +66,9 @@ func parse(file string, data []byte, labDir string, lab *emu.Spec) (*Spec, error
 	}
 	s.SchemeOrder = mappingKeys(doc.Root, "schemes")
 	s.ClassOrder = mappingKeysAt(doc.Root, "traffic", "classes")
+	if s.Scale.PaperScale() { // validated as it will run: scaled
+		return s.checkScaled()
+	}
 	if err := s.validate(); err != nil {
 		return nil, doc.Wrap(err)
 	}
@@ -81,11 +87,11 @@ func (s *Spec) resolveLab(doc *yamlfile.Doc, labDir string) error {
 		p := n.Value
 		if !filepath.IsAbs(p) {
 			if labDir == "" {
-				labDir = filepath.Dir(s.File)
+				labDir = s.Dir
 			}
 			p = filepath.Join(labDir, p)
 		}
-		spec, err := emu.Load(p)
+		spec, err := s.loadLab(p)
 		if err != nil {
 			var ye *yamlfile.Error
 			if errors.As(err, &ye) && ye.Line == 0 {
@@ -102,7 +108,7 @@ func (s *Spec) resolveLab(doc *yamlfile.Doc, labDir string) error {
 		if err != nil {
 			return doc.Errorf("lab", "%v", err)
 		}
-		spec, err := emu.Parse(s.File+" (lab)", b)
+		spec, err := s.parseLab(s.File+" (lab)", b)
 		if err != nil {
 			var ye *yamlfile.Error
 			if errors.As(err, &ye) {
@@ -119,12 +125,37 @@ func (s *Spec) resolveLab(doc *yamlfile.Doc, labDir string) error {
 	default:
 		return doc.Errorf("lab", "want a lab file path or an inline lab mapping")
 	}
+	if s.Scale.PaperScale() {
+		return nil // resolved scaled, by checkScaled
+	}
 	g, err := s.LabSpec.Resolve()
 	if err != nil {
 		return doc.Errorf("lab", "%v", err)
 	}
 	s.graph = g
 	return nil
+}
+
+// loadLab reads a lab file: checked, or for an experiment written at the
+// paper's scale decoded only, since only its scaled copy can run
+// (checkScaled).
+func (s *Spec) loadLab(path string) (*emu.Spec, error) {
+	if !s.Scale.PaperScale() {
+		return emu.Load(path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &yamlfile.Error{File: path, Msg: err.Error()}
+	}
+	return emu.Decode(path, data)
+}
+
+// parseLab is loadLab for an inline lab's text.
+func (s *Spec) parseLab(file string, data []byte) (*emu.Spec, error) {
+	if !s.Scale.PaperScale() {
+		return emu.Parse(file, data)
+	}
+	return emu.Decode(file, data)
 }
 
 // mappingKeys lists the keys of the mapping at key in root, in file order.
@@ -161,14 +192,16 @@ func (s *Spec) delayed() bool {
 }
 
 // labFor is the lab spec of point p: the scheme's port and link settings
-// merged over the lab's, a swept delay on every link, named name.
+// merged over the lab's, a swept delay on every link, named name. A
+// scaled spec (scaledBy) scales the point's delay and rate, which name
+// the point as written.
 func (s *Spec) labFor(sc Scheme, p Point, name string) *emu.Spec {
-	base := s.LabSpec.WithWires(sc.Links)
+	base := s.LabSpec.WithImpairments(sc.Links)
 	if len(s.Sweep.Delay) > 0 {
-		base = base.WithDelay(p.Delay)
+		base = base.WithDelay(emu.ScaleTime(p.Delay, s.pointScale()))
 	}
 	if p.Rate > 0 {
-		base = base.WithRate(p.Rate)
+		base = base.WithRate(emu.ScaleRate(p.Rate, s.pointScale()))
 	}
 	l := *base
 	l.Name = name
@@ -215,6 +248,9 @@ func (s *Spec) WithQuick() *Spec {
 		if q.Search != nil {
 			c.Search = q.Search
 		}
+		if q.Scale != nil {
+			c.Scale = q.Scale
+		}
 	}
 	return &c
 }
@@ -223,3 +259,12 @@ func (s *Spec) WithQuick() *Spec {
 // file (or the lab file it names): file, line, field and the problem.
 // Match it with errors.As.
 type FileError = emu.FileError
+
+// Path is the experiment file as run.json and meta.json record it:
+// absolute when it is on disk, so a run resumes from any directory.
+func (s *Spec) Path() string {
+	if s.Dir == "" || filepath.IsAbs(s.File) {
+		return s.File
+	}
+	return filepath.Join(s.Dir, filepath.Base(s.File))
+}

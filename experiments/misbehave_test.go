@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fabric-emu/fabric/emu/emutest"
 	"github.com/fabric-emu/fabric/hosts"
 	"github.com/fabric-emu/fabric/internal/testenv"
 )
@@ -19,6 +20,7 @@ import (
 // namespaces, no lab state, no process.
 func TestMisbehavingTransports(t *testing.T) {
 	testenv.RequireRoot(t)
+	t.Parallel()
 	// marker is in every command line the test starts, so that leftovers
 	// can be found by it (and only ours).
 	marker := fmt.Sprintf("fabric-misbehave-%d", os.Getpid())
@@ -32,7 +34,7 @@ func TestMisbehavingTransports(t *testing.T) {
 		{name: "cannot-start", argv: []string{"/nonexistent/" + marker},
 			want: []string{"scheme bad", "host h"}},
 		{name: "exits-early", script: `exit 3`,
-			want: []string{"scheme bad", "host h", "exited before its ready line"}},
+			want: []string{"scheme bad", "host h", "exited with status 3 before its ready line"}},
 		{name: "no-ready", script: `sleep 30`,
 			want: []string{"scheme bad", "host h", `no "ready" line`}},
 		// printf's \173 and \175 are { and }, which a command line
@@ -44,22 +46,27 @@ func TestMisbehavingTransports(t *testing.T) {
 		{name: "ignores-term", script: `trap '' TERM; echo ready; while :; do sleep 0.05; done`,
 			want: []string{"scheme bad", "host h", "SIGTERM"}},
 	}
-	prefix := testPrefix("m")
 	t.Cleanup(func() {
-		if left := labLeftovers(t, prefix); len(left) > 0 {
-			t.Errorf("lab resources left behind: %v", left)
-		}
 		if procs := processesWith(marker); len(procs) > 0 {
 			t.Errorf("processes left behind: %v", procs)
 		}
 	})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			// Each case has its own labs and marker: the others run at once.
+			prefix, marker := emutest.Prefix(t, "t7m"), marker+"-"+c.name
 			argv := c.argv
 			if argv == nil {
 				argv = []string{"/bin/sh", "-c", c.script, marker}
 			}
 			spec := commandSpec(t, "bad", argv)
+			// One launch with a short allowance: the relaunch after a
+			// missed first try is TestSlowStartingTransportsLaunchedAgain's.
+			bad := spec.Schemes["bad"]
+			bad.ReadyTimeout = Duration(2 * time.Second)
+			bad.StopGrace = Duration(testGrace)
+			spec.Schemes["bad"] = bad
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			out := t.TempDir()
@@ -76,7 +83,7 @@ func TestMisbehavingTransports(t *testing.T) {
 			if len(marks) != 1 {
 				t.Errorf("trial not marked incomplete (%v)", marks)
 			}
-			if left := labLeftovers(t, prefix); len(left) > 0 {
+			if left := emutest.Leftovers(prefix); len(left) > 0 {
 				t.Errorf("lab resources left behind: %v", left)
 			}
 			if procs := processesWith(marker); len(procs) > 0 {
@@ -85,6 +92,11 @@ func TestMisbehavingTransports(t *testing.T) {
 		})
 	}
 }
+
+// testGrace is the stop_grace of tests of what follows SIGTERM's grace (a
+// kill, a failed trial, who is named), which does not depend on its
+// length: the contract's 10 s would make each of them wait 10 s.
+const testGrace = 2 * time.Second
 
 // processesWith lists the PIDs whose command line holds s.
 func processesWith(s string) []string {
@@ -107,20 +119,16 @@ func processesWith(s string) []string {
 // second launch can pass; fabric's own tcp transport does the work.
 func TestSlowStartingTransportsLaunchedAgain(t *testing.T) {
 	testenv.RequireRoot(t)
+	t.Parallel()
 	bin, err := hosts.FabricBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The first launch waits in `wait`, which a trapped SIGTERM
 	// interrupts, so its sleep does not outlive it.
-	script := `m="$FABRIC_RUN_DIR/launched-$FABRIC_HOST"; if [ ! -e "$m" ]; then touch "$m"; trap 'kill $!; exit 0' TERM; sleep 8 & wait $!; fi; exec "$0" transport tcp`
+	script := `m="$FABRIC_RUN_DIR/launched-$FABRIC_HOST"; if [ ! -e "$m" ]; then touch "$m"; trap 'kill $!; exit 0' TERM; sleep 12 & wait $!; fi; exec "$0" transport tcp`
 	spec := commandSpec(t, "slow", []string{"/bin/sh", "-c", script, bin})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := Run(ctx, spec, Options{Out: t.TempDir(), LabPrefix: testPrefix("sl"), Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runOnce(t, spec, Options{Seed: 1}, 2*time.Minute)
 	tr := res.Trials[0]
 	for _, h := range []string{"h0", "h1"} {
 		if _, err := os.Stat(filepath.Join(tr.Dir, "launched-"+h)); err != nil {

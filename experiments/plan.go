@@ -66,6 +66,12 @@ func (s *Spec) Schedule(g *emu.Graph, p Point, seed uint64) (*Schedule, error) {
 			}
 		}
 		b.streams(pairs, flows)
+	case "poisson":
+		pps, err := s.PoissonRate(g, p)
+		if err != nil {
+			return nil, err
+		}
+		b.poisson(clients[0], servers, int64(p.Size), pps)
 	case "permutation":
 		all := hostNamesOf(g)
 		perm := Derangement(len(all), seed)
@@ -128,7 +134,7 @@ func (r *runner) plan(lab *emu.Lab, p Point, seed uint64) (*trialPlan, error) {
 	pl.pathLinks = serialisingLinks(lab.Graph, pl.rttFrom, pl.rttTo)
 	expected := float64(rate)
 	switch r.spec.Traffic.Pattern {
-	case "dynamic":
+	case "dynamic", "poisson":
 		expected *= r.spec.OfferedLoad(p)
 	case "incast", "priority":
 		expected = 0 // bursts: no steady rate to expect
@@ -193,29 +199,9 @@ func farthestHosts(g *emu.Graph) (string, string) {
 // adds no store-and-forward to the ideal: on the k = 4 fat tree with no
 // delay, small packets cross six 10 Mbit/s links in 21 µs.
 func serialisingLinks(g *emu.Graph, a, b string) int {
-	na, nb := g.Node(a), g.Node(b)
-	if na == nil || nb == nil || a == b {
-		return 0
-	}
-	// Breadth first from a through switches only, remembering the
-	// interface each node was reached through.
-	via := map[*emu.Node]*emu.Iface{na: nil}
-	queue := []*emu.Node{na}
-	for len(queue) > 0 && via[nb] == nil {
-		n := queue[0]
-		queue = queue[1:]
-		for _, out := range n.Ifaces {
-			next := out.Peer.Node
-			if _, seen := via[next]; seen || (next.Kind != emu.SwitchNode && next != nb) {
-				continue
-			}
-			via[next] = out
-			queue = append(queue, next)
-		}
-	}
 	links := 0
-	for out := via[nb]; out != nil; out = via[out.Node] {
-		if !out.Wire().IsZero() {
+	for _, out := range hostPath(g, a, b) {
+		if !out.Impairment().IsZero() {
 			links++
 		}
 	}

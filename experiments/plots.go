@@ -9,9 +9,10 @@ import (
 )
 
 // trialPlots draws a trial's own figures next to its data: the switch
-// latency CDF of its LMM measurement and the CPU idle time series the
-// fidelity verdict rests on. (The run's report overlays the schemes.)
-func trialPlots(dir string, lmmName string, label string, samples []cpuSample) error {
+// latency CDF of its LMM measurement, the CPU idle time series the
+// fidelity verdict rests on and where the CPU went. (The run's report
+// overlays the schemes.)
+func trialPlots(dir string, lmmName string, label string, samples []cpuSample, cpu *report.CPUAccount) error {
 	if lmmName != "" {
 		pts, err := report.ReadCDF(lmm.FilesFor(filepath.Join(dir, "lmm"), lmmName).CDF)
 		if err == nil && len(pts) > 0 {
@@ -33,6 +34,11 @@ func trialPlots(dir string, lmmName string, label string, samples []cpuSample) e
 		floor.Y = []float64{cpuIdleFloor, cpuIdleFloor}
 		fig := plot.Figure{Title: "CPU idle during the traffic, " + label, XLabel: "time (s)", YLabel: "CPU idle (%)"}
 		if err := plot.Lines(filepath.Join(dir, "cpu-idle"), fig, []plot.Series{s, floor}, false); err != nil {
+			return err
+		}
+	}
+	if cpu != nil {
+		if _, err := report.DrawCPU(filepath.Join(dir, "cpu-account"), "Where the CPU went, "+label, cpu); err != nil {
 			return err
 		}
 	}

@@ -1,8 +1,6 @@
 package experiments
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -13,72 +11,94 @@ import (
 	"github.com/fabric-emu/fabric/hosts"
 )
 
-// proc is an endpoint process of the trial.
+// proc is an endpoint process of the trial. Its exit is watched from its
+// start, so that of several processes that ended the first is known.
 type proc struct {
 	name string
 	host string
 	p    hosts.Process
 	log  string
+
+	started time.Time
+	readyAt time.Time     // when its ready line was seen, if it was
+	exited  chan struct{} // closed when the process has exited
+	exitAt  time.Time
+	exitErr error
 }
 
-// awaitLog waits until the process's log holds line, or it exits.
-func awaitLog(ctx context.Context, pr *proc, line string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	exited := make(chan error, 1)
-	go func() { exited <- pr.p.Wait() }()
-	for {
-		if b, _ := os.ReadFile(pr.log); bytes.Contains(b, []byte(line)) {
-			return nil
+// newProc watches p, started on host with its output in log.
+func newProc(name, host string, p hosts.Process, log string) *proc {
+	pr := &proc{name: name, host: host, p: p, log: log, started: time.Now(), exited: make(chan struct{})}
+	go func() {
+		err := p.Wait()
+		pr.exitAt, pr.exitErr = time.Now(), err
+		close(pr.exited)
+	}()
+	return pr
+}
+
+// done reports whether the process has exited.
+func (pr *proc) done() bool {
+	select {
+	case <-pr.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// status says how an exited process ended: "exited with status 3".
+func (pr *proc) status() string {
+	var ee *hosts.ExitError
+	switch {
+	case pr.exitErr == nil:
+		return "exited with status 0"
+	case errors.As(pr.exitErr, &ee) && ee.Code >= 0:
+		return fmt.Sprintf("exited with status %d", ee.Code)
+	case errors.As(pr.exitErr, &ee):
+		return "ended by " + ee.Status
+	}
+	return "exited: " + pr.exitErr.Error()
+}
+
+// firstExited is the process of procs that exited first, or nil.
+func firstExited(procs []*proc) *proc {
+	var first *proc
+	for _, pr := range procs {
+		if pr.done() && (first == nil || pr.exitAt.Before(first.exitAt)) {
+			first = pr
 		}
+	}
+	return first
+}
+
+// stopAll sends every process SIGTERM at once, waits for them together,
+// and kills, together, those still running after grace. It returns the
+// processes it killed. One already exited is left alone.
+func stopAll(procs []*proc, grace time.Duration) (killed []*proc) {
+	for _, pr := range procs {
+		pr.p.Signal(syscall.SIGTERM)
+	}
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	for _, pr := range procs {
 		select {
-		case err := <-exited:
-			return fmt.Errorf("%s exited before it was ready: %v (%s)", pr.name, err, lastLine(pr.log))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		case <-pr.exited:
+			continue
+		case <-timer.C:
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready after %v (%s)", pr.name, timeout, lastLine(pr.log))
+		break
+	}
+	for _, pr := range procs {
+		if !pr.done() {
+			killed = append(killed, pr)
+			pr.p.Signal(syscall.SIGKILL)
 		}
 	}
-}
-
-// waitProc waits for a client to finish by itself; when ctx ends first it
-// stops the client and returns ctx's error.
-func waitProc(ctx context.Context, pr *proc) error {
-	done := make(chan error, 1)
-	go func() { done <- pr.p.Wait() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		stopProc(pr, 5*time.Second)
-		return ctx.Err()
+	for _, pr := range killed {
+		<-pr.exited
 	}
-}
-
-// waitTimeout waits for an exit already asked for, killing after d.
-func waitTimeout(pr *proc, d time.Duration) error {
-	done := make(chan error, 1)
-	go func() { done <- pr.p.Wait() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(d):
-		pr.p.Signal(syscall.SIGKILL)
-		<-done
-		return fmt.Errorf("did not stop within %v; killed", d)
-	}
-}
-
-// stopProc asks a process to stop (SIGTERM flushes its records) and kills
-// it if it does not. A process that already exited is left alone.
-func stopProc(pr *proc, d time.Duration) {
-	if err := pr.p.Signal(syscall.SIGTERM); errors.Is(err, os.ErrProcessDone) {
-		pr.p.Wait()
-		return
-	}
-	waitTimeout(pr, d)
+	return killed
 }
 
 // lastLine is the last non-empty line of a log, for error messages.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fabric-emu/fabric/emu/emutest"
 	"github.com/fabric-emu/fabric/hosts/transport"
 	"github.com/fabric-emu/fabric/internal/testenv"
 	"github.com/fabric-emu/fabric/results/report"
@@ -32,7 +33,7 @@ func TestFlaggedTrialIsRerunWithItsSeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prefix := checkedPrefix(t, "f")
+	prefix := emutest.Prefix(t, "t7f")
 	var progress syncBuffer
 	var spinning atomic.Bool
 	spinning.Store(true)
@@ -78,16 +79,10 @@ func TestFlaggedTrialIsRerunWithItsSeed(t *testing.T) {
 	if !first.Fidelity.CPUSaturated {
 		t.Errorf("the first run, set aside while both cores spun, was not flagged cpu-saturated (%s)", first.Fidelity.Flags())
 	}
-	// The same seed: the same sizes and servers, in the same order.
-	a, b := startedRequests(t, first.Dir), startedRequests(t, kept.Dir)
-	n := min(len(a), len(b))
-	if n < 3 {
-		t.Fatalf("%d and %d requests", len(a), len(b))
-	}
-	for i := range n {
-		if a[i].Size != b[i].Size || a[i].Src != b[i].Src {
-			t.Fatalf("request %d: %s %d B set aside, %s %d B counted: the rerun drew other messages", i, a[i].Src, a[i].Size, b[i].Src, b[i].Size)
-		}
+	// The same seed: the same schedule, every message of it.
+	a, b := scheduleOf(t, first.Dir), scheduleOf(t, kept.Dir)
+	if len(a) < 3 || !slices.Equal(a, b) {
+		t.Fatalf("the set-aside run's schedule has %d messages, the counted run's %d, and they differ: the rerun drew other messages", len(a), len(b))
 	}
 	if md, err := os.ReadFile(filepath.Join(res.Dir, "report.md")); err != nil || !strings.Contains(string(md), "set aside") {
 		t.Errorf("report.md does not say runs were set aside (%v)", err)
@@ -101,19 +96,17 @@ func TestFlaggedTrialIsRerunWithItsSeed(t *testing.T) {
 	}
 }
 
-// startedRequests are a trial's dynamic requests in the order they started.
-func startedRequests(t *testing.T, dir string) []transport.Flow {
+// scheduleOf is a trial's whole schedule, every host's, in ID order.
+func scheduleOf(t *testing.T, dir string) []transport.Message {
 	t.Helper()
-	set, err := transport.ReadDir(dir)
+	sched, err := transport.ReadScheduleDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []transport.Flow
-	for _, f := range set.Flows {
-		if f.Pattern == "dynamic" {
-			out = append(out, f)
-		}
+	out := make([]transport.Message, 0, len(sched))
+	for _, m := range sched {
+		out = append(out, m)
 	}
-	slices.SortFunc(out, func(a, b transport.Flow) int { return cmp.Compare(a.StartNS, b.StartNS) })
+	slices.SortFunc(out, func(x, y transport.Message) int { return cmp.Compare(x.ID, y.ID) })
 	return out
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,8 +20,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/fabric-emu/fabric/experiments/cost"
 	"github.com/fabric-emu/fabric/experiments/paper"
-	"github.com/fabric-emu/fabric/internal/probe"
+	"github.com/fabric-emu/fabric/internal/features"
+	"github.com/fabric-emu/fabric/internal/machine"
 	"github.com/fabric-emu/fabric/results/report"
 	"github.com/fabric-emu/fabric/tc/delay"
 )
@@ -43,6 +46,14 @@ type Options struct {
 	// KeepPcaps keeps the captures after the LMM has matched them.
 	KeepPcaps bool
 	Log       *slog.Logger
+	// Profile is the machine profile the run plans with (RunPlan); nil
+	// takes the state directory's when it stands for this machine.
+	// Calibrate measures one when there is none such, and again when a
+	// trial the plan predicted faithful is flagged. MaxWall refuses a run
+	// predicted to take longer (WallError).
+	Profile   *cost.Profile
+	Calibrate bool
+	MaxWall   time.Duration
 }
 
 // withDefaults fills in what the zero Options leave unset.
@@ -73,24 +84,30 @@ type Result struct {
 	Unfaithful int
 	Skipped    int // trials already complete (--resume)
 	SetAside   int // flagged runs set aside and run again (Spec.Reruns)
-	Elapsed    time.Duration
+	// Failed are the trials that did not complete, with their reasons.
+	Failed  []report.Failure
+	Elapsed time.Duration
 }
 
 // RunFile is run.json at the top of a run directory: what resume needs.
 type RunFile struct {
-	Name     string          `json:"name"`
-	File     string          `json:"file"`
-	Quick    bool            `json:"quick"`
-	Seed     uint64          `json:"seed"`
-	Started  time.Time       `json:"started"`
-	Points   []Point         `json:"points"`
-	Trials   int             `json:"trials"`
-	Duration string          `json:"duration"`
-	Paper    string          `json:"paper,omitempty"`
-	Fabric   Version         `json:"fabric"`
-	Kernel   string          `json:"kernel"`
-	Doctor   *probe.Report   `json:"doctor,omitempty"`
-	Spec     json.RawMessage `json:"spec"`
+	Name     string           `json:"name"`
+	File     string           `json:"file"`
+	Quick    bool             `json:"quick"`
+	Seed     uint64           `json:"seed"`
+	Started  time.Time        `json:"started"`
+	Points   []Point          `json:"points"`
+	Trials   int              `json:"trials"`
+	Duration string           `json:"duration"`
+	Paper    string           `json:"paper,omitempty"`
+	Fabric   Version          `json:"fabric"`
+	Kernel   string           `json:"kernel"`
+	Machine  machine.Machine  `json:"machine"`
+	Doctor   *features.Report `json:"doctor,omitempty"`
+	Spec     json.RawMessage  `json:"spec"`
+	// Plan is what the run was predicted to cost, per point, and when
+	// the prediction was wrong (none without a machine profile).
+	Plan *RunPlan `json:"plan,omitempty"`
 }
 
 // Version is the fabric build that ran.
@@ -103,14 +120,39 @@ type Version struct {
 	CommitFrom string `json:"commit_from,omitempty"`
 	Modified   bool   `json:"modified,omitempty"`
 	Go         string `json:"go"`
+	// Binary is the SHA-256 of the fabric executable: the build itself,
+	// whatever the directory it runs in says of commits.
+	Binary string `json:"binary,omitempty"`
 }
+
+// Same reports whether v and o are one build: the same executable when
+// both know theirs, else the same version and commit.
+func (v Version) Same(o Version) bool {
+	if v.Binary != "" && o.Binary != "" {
+		return v.Binary == o.Binary
+	}
+	return v.String() == o.String()
+}
+
+// binaryDigest is the running executable's SHA-256, read once.
+var binaryDigest = sync.OnceValue(func() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	sum, err := fileSHA256(exe)
+	if err != nil {
+		return ""
+	}
+	return sum
+})
 
 // ModulePath is fabric's module path, as go.mod declares it.
 const ModulePath = "github.com/fabric-emu/fabric"
 
 // BuildVersion reads the module version and VCS commit from the binary.
 func BuildVersion() Version {
-	v := Version{Module: ModulePath, Version: "(devel)"}
+	v := Version{Module: ModulePath, Version: "(devel)", Binary: binaryDigest()}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return v
@@ -167,19 +209,32 @@ func kernelRelease() string {
 // Markers in a trial directory.
 const (
 	completeMarker   = "COMPLETE"
-	incompleteMarker = "INCOMPLETE"
+	incompleteMarker = report.IncompleteFile
 	runFileName      = "run.json"
 )
 
 // ErrInterrupted is returned (wrapped) when ctx ended mid-run.
 var ErrInterrupted = errors.New("run interrupted")
 
+// ErrTrialsFailed is returned (wrapped, with each failure's message) when
+// trials of a run failed: the run went on without them, and its report
+// lists them under Failed.
+var ErrTrialsFailed = errors.New("trials failed")
+
 var labSeq atomic.Int64
 
-// Run runs every point and trial of spec and writes the run directory. On
-// ctx's end it tears the current lab down, marks the current trial
-// incomplete and returns an error wrapping ErrInterrupted; Options.Resume
-// completes the run later.
+// failuresInARow is how many of a scheme's points in a row must fail
+// before the run stops running that scheme.
+const failuresInARow = 2
+
+// Run runs every point and trial of spec and writes the run directory. A
+// trial that fails is marked incomplete with its reason, and so are the
+// rest of its point's trials, which are not run; the run goes on with the
+// other points, except those of a scheme that failed on failuresInARow
+// points in a row. The report lists what failed, and the error then wraps
+// ErrTrialsFailed. On ctx's end it tears the current lab down, marks the
+// current trial incomplete and returns an error wrapping ErrInterrupted;
+// Options.Resume completes the run later.
 func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	opts = opts.withDefaults()
 	if err := emu.RequireRoot(); err != nil {
@@ -192,46 +247,106 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	}
 	res.Seed = rf.Seed
 	r := newRunner(spec, opts, rf, res.Dir)
-	start := time.Now()
-	total := len(res.Points) * spec.Trials
-	done, ran := 0, 0
-	var ranFor time.Duration
+	if err := r.planRun(ctx); err != nil {
+		if opts.Resume == "" { // refused before its first trial: nothing is left
+			os.RemoveAll(res.Dir)
+			res.Dir = ""
+		}
+		return res, err
+	}
+	sw := &sweepRun{runner: r, res: res, start: time.Now(), total: len(res.Points) * spec.Trials,
+		failedPoints: map[string][]string{}, begun: map[string]bool{}}
 	for pi, p := range res.Points {
-		for n := 1; n <= spec.Trials; n++ {
-			done++
-			if r.complete(p, n) {
-				res.Skipped++
-				fmt.Fprintf(opts.Progress, "[%d/%d] %s trial %d: complete, skipped\n", done, total, p.Name, n)
-				continue
-			}
-			eta := "?"
-			if ran > 0 {
-				eta = (ranFor / time.Duration(ran) * time.Duration(total-done+1)).Round(time.Second).String()
-			} else {
-				eta = (time.Duration(total-done+1) * (spec.Duration + 3*time.Second)).Round(time.Second).String() + " (estimated)"
-			}
-			fmt.Fprintf(opts.Progress, "[%d/%d] point %d/%d %s, trial %d/%d  elapsed %s  ETA %s\n", done, total,
-				pi+1, len(res.Points), p.Name, n, spec.Trials, time.Since(start).Round(time.Second), eta)
-			t0 := time.Now()
-			if _, _, err := r.settleTrial(ctx, p, n); err != nil {
-				return res, err
-			}
-			ran++
-			ranFor += time.Since(t0)
+		if err := sw.point(ctx, pi, p); err != nil {
+			return res, err
 		}
 	}
-	res.Elapsed = time.Since(start)
-	return res, Finish(res)
+	res.Elapsed = time.Since(sw.start)
+	if err := Finish(res); err != nil {
+		return res, err
+	}
+	if len(sw.failures) > 0 {
+		return res, fmt.Errorf("%w: %d trial(s), listed under Failed in %s:\n%s", ErrTrialsFailed, len(sw.failures),
+			filepath.Join(res.Dir, "report.md"), strings.Join(sw.failures, "\n"))
+	}
+	return res, nil
+}
+
+// sweepRun is Run's progress through the points.
+type sweepRun struct {
+	*runner
+	res          *Result
+	start        time.Time
+	total, done  int
+	ran          int
+	ranFor       time.Duration
+	failures     []string
+	failedPoints map[string][]string // per scheme, the points it failed on in a row
+	begun        map[string]bool     // points with a trial started: their scale stays
+}
+
+// point runs the trials of point pi, p, that are not complete yet; once
+// one fails, or when p's scheme failed on its last failuresInARow points,
+// the rest are marked incomplete, unrun. Only an interruption is an error.
+func (sw *sweepRun) point(ctx context.Context, pi int, p Point) error {
+	spec, progress := sw.spec, sw.opts.Progress
+	notRun, failed := "", false
+	if f := sw.failedPoints[p.Scheme]; len(f) >= failuresInARow {
+		notRun = fmt.Sprintf("not run: scheme %s failed on %s in a row", p.Scheme, strings.Join(f, " and "))
+	}
+	for n := 1; n <= spec.Trials; n++ {
+		sw.done++
+		switch {
+		case sw.complete(p, n):
+			sw.res.Skipped++
+			fmt.Fprintf(progress, "[%d/%d] %s trial %d: complete, skipped\n", sw.done, sw.total, p.Name, n)
+			continue
+		case notRun != "":
+			markIncomplete(sw.trialDir(p, n), errors.New(notRun))
+			fmt.Fprintf(progress, "[%d/%d] %s trial %d: %s\n", sw.done, sw.total, p.Name, n, notRun)
+			continue
+		}
+		eta := (time.Duration(sw.total-sw.done+1) * (spec.Duration + 3*time.Second)).Round(time.Second).String() + " (estimated)"
+		if sw.ran > 0 {
+			eta = (sw.ranFor / time.Duration(sw.ran) * time.Duration(sw.total-sw.done+1)).Round(time.Second).String()
+		}
+		fmt.Fprintf(progress, "[%d/%d] point %d/%d %s, trial %d/%d  elapsed %s  ETA %s\n", sw.done, sw.total,
+			pi+1, len(sw.res.Points), p.Name, n, spec.Trials, time.Since(sw.start).Round(time.Second), eta)
+		t0 := time.Now()
+		sw.begun[p.Name] = true
+		t, _, err := sw.at(p).settleTrial(ctx, p, n)
+		sw.ran++
+		sw.ranFor += time.Since(t0)
+		switch {
+		case errors.Is(err, ErrInterrupted) || ctx.Err() != nil:
+			return err
+		case err != nil:
+			fmt.Fprintf(progress, "        FAILED: %v\n", err)
+			sw.failures = append(sw.failures, err.Error())
+			notRun, failed = fmt.Sprintf("not run: trial %d of point %s failed", n, p.Name), true
+		default:
+			if err := sw.afterTrial(ctx, p, n, t, sw.begun); err != nil {
+				return err
+			}
+		}
+	}
+	switch {
+	case failed:
+		sw.failedPoints[p.Scheme] = append(sw.failedPoints[p.Scheme], p.Name)
+	case notRun == "":
+		delete(sw.failedPoints, p.Scheme)
+	}
+	return nil
 }
 
 // newRunner is what every trial of a run shares. When the run's labs
 // have delay lines it times an idle one on this machine first, before any
-// lab exists (just after one came up, its namespaces' setup still
-// running, it read 4 ms at p99), so that a trial flagged for lateness
-// says how much of it was the machine's.
+// lab exists (a lab's setup, still running just after it came up, would
+// make the machine look slower than it is), so that a trial flagged for
+// lateness says how much of it was the machine's.
 func newRunner(spec *Spec, opts Options, rf *RunFile, dir string) *runner {
 	r := &runner{spec: spec, opts: opts, run: rf, dir: dir}
-	if spec.delayed() {
+	if spec.scaledBy(spec.runnableScale()).delayed() {
 		m := delay.MeasureMachine(machineSpin)
 		r.machine = &m
 	}
@@ -313,7 +428,7 @@ func Finish(res *Result) error {
 	if err != nil {
 		return err
 	}
-	res.Report, res.Trials, res.Paper = rep, trials, cmp
+	res.Report, res.Trials, res.Paper, res.Failed = rep, trials, cmp, rep.Failed
 	set, err := setAsideRuns(res.Dir)
 	if err != nil {
 		return err
@@ -347,21 +462,30 @@ func writeReport(runDirs ...string) (*report.Report, []*report.TrialSummary, *pa
 	if len(runDirs) == 0 {
 		return nil, nil, nil, errors.New("no run directory")
 	}
-	trials, err := report.LoadRuns(runDirs...)
+	if err := CheckMerge(runDirs...); err != nil {
+		return nil, nil, nil, err
+	}
+	trials, failed, err := report.LoadRun(runDirs...)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	rep, err := report.Write(runDirs[0], trials...)
+	rep, err := report.WriteRun(runDirs[0], failed, trials...)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	var cmp *paper.Comparison
 	extra := ""
-	if rf, err := ReadRunFile(runDirs[0]); err == nil && rf.Paper != "" { // a bare trial directory has no run.json
-		if cmp, err = paper.Compare(rf.Paper, rep.Rows, scaleOf(trials)); err != nil {
-			return nil, nil, nil, err
+	if rf, err := ReadRunFile(runDirs[0]); err == nil { // a bare trial directory has no run.json
+		if rf.Paper != "" && len(trials) > 0 {
+			if cmp, err = paper.Compare(rf.Paper, rep.Rows, scaleOf(trials)); err != nil {
+				return nil, nil, nil, err
+			}
+			cmp.PaperUnits = len(trials) > 0 && trials[0].PaperUnits
+			extra += "\n" + cmp.Markdown()
 		}
-		extra += "\n" + cmp.Markdown()
+		if rf.Plan != nil {
+			extra += report.PlanEventsMarkdown(rf.Plan.Events)
+		}
 	}
 	set, err := setAsideRuns(runDirs[0])
 	if err != nil {
@@ -395,6 +519,9 @@ func setAsideRuns(runDir string) ([]string, error) {
 // scaleOf is the time-scale factor the trials ran at (the first that says).
 func scaleOf(trials []*report.TrialSummary) float64 {
 	for _, t := range trials {
+		if t.PaperUnits { // its figures are the paper's already
+			return 1
+		}
 		if t.ScaleFactor > 0 {
 			return t.ScaleFactor
 		}
@@ -432,13 +559,7 @@ func prepareRunDir(ctx context.Context, spec *Spec, opts Options, res *Result) (
 		res.Dir = opts.Resume
 		return rf, nil
 	}
-	seed := opts.Seed
-	if seed == 0 {
-		seed = spec.Seed
-	}
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano()%1_000_000_000) + 1
-	}
+	seed := baseSeed(spec, opts.Seed)
 	stamp := time.Now().UTC().Format("20060102T150405Z")
 	dir := filepath.Join(opts.Out, spec.Name, stamp)
 	for i := 2; ; i++ { // two runs in one second get distinct directories
@@ -456,9 +577,9 @@ func prepareRunDir(ctx context.Context, spec *Spec, opts Options, res *Result) (
 		return nil, err
 	}
 	rf := &RunFile{
-		Name: spec.Name, File: spec.File, Quick: spec.IsQuick, Seed: seed, Started: time.Now().UTC(),
+		Name: spec.Name, File: spec.Path(), Quick: spec.IsQuick, Seed: seed, Started: time.Now().UTC(),
 		Points: res.Points, Trials: spec.Trials, Duration: spec.Duration.String(), Paper: spec.Paper,
-		Fabric: BuildVersion(), Kernel: kernelRelease(), Doctor: probe.Probe(ctx), Spec: specJSON,
+		Fabric: BuildVersion(), Kernel: kernelRelease(), Machine: machine.Read(), Doctor: features.Detect(ctx), Spec: specJSON,
 	}
 	b, err := json.MarshalIndent(rf, "", "  ")
 	if err != nil {

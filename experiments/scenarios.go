@@ -41,7 +41,12 @@ func Builtin(name string) (*Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("no built-in scenario %q (built-in: %s)", name, strings.Join(Builtins(), ", "))
 	}
-	return Parse(builtinPrefix+name+".yaml", data, "")
+	spec, err := Parse(builtinPrefix+name+".yaml", data, "")
+	if err != nil {
+		return nil, err
+	}
+	spec.Dir = "" // no file of its own: nothing is its neighbour
+	return spec, nil
 }
 
 // builtinPrefix is how a built-in scenario's file is named in messages

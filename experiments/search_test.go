@@ -102,7 +102,7 @@ func TestSearchReportFlagsSuspectAnswers(t *testing.T) {
 // swp/capacity's quick variant (6 s of its three classes) gets a guess for
 // every scheme and weight candidate, and fair queueing within the classes
 // needs no more than the same weights without it, as in every emulated
-// search (README).
+// search (docs/capacity-search.md).
 func TestModelCapacityOfABuiltinSearch(t *testing.T) {
 	spec, err := Select("swp/capacity", true, "")
 	if err != nil {

@@ -24,7 +24,7 @@ import (
 	"github.com/fabric-emu/fabric/tc"
 )
 
-// Spec is an experiment file (README "Experiments"):
+// Spec is an experiment file (docs/experiments.md):
 //
 //	name: hull-dynamic
 //	lab: ../examples/star-10.yaml          # or an inline lab
@@ -57,8 +57,9 @@ type Spec struct {
 	// Paper names the published table the report compares with
 	// (hull-table1, hull-table4, hull-table5); see package paper.
 	Paper string `yaml:"paper,omitempty" json:"paper,omitempty"`
-	// Scale states the scaling rule's factor (docs/design.md): the paper's
-	// link rate, which the lab runs at a fraction of.
+	// Scale is the scaling rule's factor s (docs/design.md, Scale): auto
+	// or a number, the file being written at the paper's rates and times,
+	// or the paper's rate, the file being written at the emulation's.
 	Scale *Scale `yaml:"scale,omitempty" json:"scale,omitempty"`
 	// Search, when set, makes `fabric run` search each scheme's least
 	// link rate that meets every class's SLO instead of running the
@@ -68,7 +69,11 @@ type Spec struct {
 	Quick *Variant `yaml:"quick,omitempty" json:"quick,omitempty"`
 
 	// Resolved by Parse.
-	File        string    `yaml:"-" json:"file,omitempty"`
+	File string `yaml:"-" json:"file,omitempty"`
+	// Dir is the experiment file's directory, absolute: a relative path
+	// in the file (lab:, a transport's command) is its neighbour, and
+	// transports run in it. "" for a built-in scenario.
+	Dir         string    `yaml:"-" json:"dir,omitempty"`
 	LabSpec     *emu.Spec `yaml:"-" json:"lab"`
 	SchemeOrder []string  `yaml:"-" json:"scheme_order"` // as written in the file
 	ClassOrder  []string  `yaml:"-" json:"class_order,omitempty"`
@@ -76,21 +81,17 @@ type Spec struct {
 
 	graph *emu.Graph
 	cdfs  map[string]*workload.CDF // every workload the spec names, opened
-}
-
-// Scale is an experiment's `scale:`.
-type Scale struct {
-	// PaperRate is the rate the paper's link ran at; s = PaperRate over
-	// the lab's bottleneck rate.
-	PaperRate units.Rate `yaml:"paper_rate" json:"paper_rate"`
-}
-
-// Factor is s for a lab whose bottleneck runs at bps (0 without a scale).
-func (s *Scale) Factor(bps float64) float64 {
-	if s == nil || bps <= 0 {
-		return 0
-	}
-	return float64(s.PaperRate) / bps
+	// drain replaces the pattern's drain time (drainTime) when set: the
+	// calibration's short trials need none of it.
+	drain time.Duration
+	// applied is the factor the spec was scaled by (scaledBy): 0 for a
+	// spec as written.
+	applied float64
+	// minScale is the least s at which a file written at the paper's
+	// scale builds (its pacer intervals and route timers reach the
+	// emulation's least), 1 otherwise.
+	minScale float64
+	doc      *yamlfile.Doc
 }
 
 // Variant overrides the run length and the sweep of a Spec.
@@ -103,6 +104,9 @@ type Variant struct {
 	Reruns int         `yaml:"reruns,omitempty" json:"reruns,omitempty"`
 	Sweep  *Sweep      `yaml:"sweep,omitempty" json:"sweep,omitempty"`
 	Search *SearchSpec `yaml:"search,omitempty" json:"search,omitempty"`
+	// Scale pins the quick variant's s (a number) in a file written at
+	// the paper's scale, so that CI runs one known scale.
+	Scale *Scale `yaml:"scale,omitempty" json:"scale,omitempty"`
 }
 
 // Scheme is a named bundle of a transport and switch-port and host
@@ -113,6 +117,16 @@ type Scheme struct {
 	// Args are free-form settings for the transport, passed to it as the
 	// JSON object FABRIC_ARGS.
 	Args map[string]any `yaml:"args,omitempty" json:"args,omitempty"`
+	// ReadyTimeout is how long the transports get, from their launch, to
+	// print their ready line: the start instant is that far away. Unset,
+	// netns hosts get a first try of readyFirstTry and, if one misses it,
+	// a second launch with readyAllowanceNetNS; docker hosts get
+	// readyAllowanceDocker.
+	ReadyTimeout Duration `yaml:"ready_timeout,omitempty" json:"ready_timeout,omitempty"`
+	// StopGrace is how long the transports get after SIGTERM to flush
+	// their records and exit before they are killed and the trial fails
+	// (default defaultStopGrace, the contract's 10 s).
+	StopGrace Duration `yaml:"stop_grace,omitempty" json:"stop_grace,omitempty"`
 	// CC is the senders' TCP congestion control: cubic, reno, bbr or dctcp
 	// (the kernel's, or fabric's BPF DCTCP where the kernel has none). The
 	// tcp transport needs it; for the others it sets the hosts' default.
@@ -124,8 +138,8 @@ type Scheme struct {
 	Pacer OnOff `yaml:"pacer,omitempty" json:"pacer,omitempty"`
 	// Ports is merged over the lab's ports section.
 	Ports tc.SwitchPorts `yaml:"ports,omitempty" json:"ports"`
-	// Links changes the lab's link delay and loss (emu.Wires).
-	Links emu.Wires `yaml:"links,omitempty" json:"links,omitempty"`
+	// Links changes the lab's link delay and loss (emu.Impairments).
+	Links emu.Impairments `yaml:"links,omitempty" json:"links,omitempty"`
 	// DSCP gives small flows a code point, e.g. [{below: 10KB, value: CS7}]
 	// puts them in band 0 of a port with `queues: {bands: 2}` (HULL Table 5).
 	DSCP []transport.SizeClass `yaml:"dscp,omitempty" json:"dscp,omitempty"`
@@ -159,15 +173,15 @@ func (s OnOff) On(def bool) bool {
 // list is a name, a list of names, "all" or "rest" (every host not named
 // elsewhere in the traffic section).
 type Traffic struct {
-	Pattern string   `yaml:"pattern" json:"pattern"` // dynamic, incast, static, permutation, priority
+	Pattern string   `yaml:"pattern" json:"pattern"` // dynamic, incast, static, permutation, priority, poisson
 	Client  HostList `yaml:"client,omitempty" json:"client,omitempty"`
 	Servers HostList `yaml:"servers,omitempty" json:"servers,omitempty"`
 
 	Workload string  `yaml:"workload,omitempty" json:"workload,omitempty"` // dynamic
-	Load     float64 `yaml:"load,omitempty" json:"load,omitempty"`         // dynamic, fraction of the client's link
+	Load     float64 `yaml:"load,omitempty" json:"load,omitempty"`         // dynamic, fraction of the client's link; poisson, of its port
 	Conns    int     `yaml:"conns,omitempty" json:"conns,omitempty"`       // dynamic, per server
 
-	Size    units.Size    `yaml:"size,omitempty" json:"size,omitempty"`       // incast response size S; priority: the short message
+	Size    units.Size    `yaml:"size,omitempty" json:"size,omitempty"`       // incast response size S; priority: the short message; poisson: each packet's payload
 	Senders int           `yaml:"senders,omitempty" json:"senders,omitempty"` // incast workers N, static sending hosts, priority long flows
 	Rounds  int           `yaml:"rounds,omitempty" json:"rounds,omitempty"`   // incast queries, priority rounds (0: for the duration)
 	Gap     time.Duration `yaml:"gap,omitempty" json:"gap,omitempty"`         // incast, priority: pause between rounds
@@ -230,6 +244,9 @@ type Measure struct {
 	// begin: long-lived flows start in slow start, which fills any
 	// buffer; HULL's tables report the steady state.
 	Warmup time.Duration `yaml:"warmup,omitempty" json:"warmup,omitempty"`
+	// Queue samples the bottleneck port's queue over the same span
+	// (QueueSpec).
+	Queue *QueueSpec `yaml:"queue,omitempty" json:"queue,omitempty"`
 }
 
 // LMMSpec is HULL's Latency Measurement Module (§5.2): captures at the

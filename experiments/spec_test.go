@@ -14,7 +14,7 @@ import (
 // expands to a sweep short enough for CI.
 func TestBuiltinsParse(t *testing.T) {
 	names := Builtins()
-	want := []string{"homa/pacer", "homa/priorities", "homa/slowdown", "homa/slowdown-fattree", "hull/dynamic", "hull/pq-sweep", "hull/qos", "hull/rtt-sweep", "hull/static", "hull/table1", "incast/fattree-k4", "ndp/incast", "ndp/permutation", "ndp/priority", "permutation/fattree-k4", "swp/capacity", "swp/capacity-loose", "swp/capacity-tight", "swp/fig1"}
+	want := []string{"homa/pacer", "homa/priorities", "homa/slowdown", "homa/slowdown-fattree", "hull/dynamic", "hull/pq-sweep", "hull/qos", "hull/rtt-sweep", "hull/static", "hull/table1", "incast/fattree-k4", "ndp/incast", "ndp/permutation", "ndp/priority", "permutation/fattree-k4", "swp/capacity", "swp/capacity-loose", "swp/capacity-tight", "swp/fig1", "validate/dctcp", "validate/delay", "validate/md1", "validate/phantom"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Fatalf("built-ins = %v, want %v", names, want)
 	}
@@ -24,6 +24,7 @@ func TestBuiltinsParse(t *testing.T) {
 			t.Fatalf("%s: %v", n, err)
 		}
 		q := s.WithQuick()
+		q = q.scaledBy(q.runnableScale()) // its traffic as it runs
 		budget := len(q.Points()) * q.Trials * int(q.Duration.Seconds())
 		if q.Search != nil { // a search runs up to its trial budget per scheme
 			budget = 0
@@ -115,6 +116,7 @@ func TestBadExperimentsNameFileAndLine(t *testing.T) {
 		{"no such lmm port", "to: eth0}", "to: eth7}", 12, `measure.lmm.to: switch s0 has no interface "eth7"`},
 		{"bad lab inline", "kind: star, hosts: 4", "kind: star, hosts: 1", 4, "lab.topology.hosts"},
 		{"threshold above buffer", "threshold: 3KB", "threshold: 300KB", 8, "schemes.dctcp.ports"},
+		{"negative grace", "tcp: {cc: cubic, ports: {buffer: 70KB}}", "tcp: {cc: cubic, stop_grace: -1s, ports: {buffer: 70KB}}", 7, "schemes.tcp.stop_grace: want a non-negative duration"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

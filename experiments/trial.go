@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/fabric-emu/fabric/emu"
+	"github.com/fabric-emu/fabric/experiments/cost"
 	"github.com/fabric-emu/fabric/hosts/cc"
 	"github.com/fabric-emu/fabric/results/capture"
 	"github.com/fabric-emu/fabric/results/lmm"
@@ -27,28 +29,41 @@ type runner struct {
 	// machine is the idle machine's timing (delay.MeasureMachine) when
 	// the run's labs have delay lines.
 	machine *delay.MachineTiming
+	// predicted is the run's plan for the point the runner is at (nil
+	// without a machine profile); profile is the machine profile the run
+	// plans with, learned what it has learned of users' transports.
+	predicted    *report.Predicted
+	profile      *cost.Profile
+	learned      map[string]cost.Transport
+	recalibrated map[string]bool // traffic groups after whose trial the machine was measured again
 }
 
 // trialMeta is meta.json: report.Meta (what the report reads) plus the
 // resolved configuration and provenance.
 type trialMeta struct {
 	report.Meta
-	Experiment string          `json:"experiment"`
-	Seed       uint64          `json:"seed"`
-	BaseSeed   uint64          `json:"base_seed"`
-	PointSpec  Point           `json:"point_spec"`
-	Lab        string          `json:"lab"`
-	LabSpec    *emu.Spec       `json:"lab_spec"` // the lab as built: the scheme's ports merged in
-	SchemeSpec Scheme          `json:"scheme_spec"`
-	Traffic    Traffic         `json:"traffic"`
-	Duration   string          `json:"duration"`
-	Endpoints  [][]string      `json:"endpoints"` // every endpoint's command line
-	Fabric     Version         `json:"fabric"`
-	Kernel     string          `json:"kernel"`
-	Doctor     json.RawMessage `json:"doctor,omitempty"`
-	Started    time.Time       `json:"started"`
-	Finished   time.Time       `json:"finished"`
-	RTTNote    string          `json:"rtt_note,omitempty"`
+	Experiment string    `json:"experiment"`
+	File       string    `json:"file,omitempty"` // the experiment file (Spec.Path)
+	Seed       uint64    `json:"seed"`
+	BaseSeed   uint64    `json:"base_seed"`
+	PointSpec  Point     `json:"point_spec"`
+	Lab        string    `json:"lab"`
+	LabSpec    *emu.Spec `json:"lab_spec"` // the lab as built: the scheme's ports merged in
+	SchemeSpec Scheme    `json:"scheme_spec"`
+	Traffic    Traffic   `json:"traffic"`
+	Duration   string    `json:"duration"`
+	// Drain is the drain the pattern allows after the schedule, Drained
+	// how much of it the trial waited: less once every message was
+	// recorded whole (recordWatch).
+	Drain     string          `json:"drain"`
+	Drained   string          `json:"drained"`
+	Endpoints [][]string      `json:"endpoints"` // every endpoint's command line
+	Fabric    Version         `json:"fabric"`
+	Kernel    string          `json:"kernel"`
+	Doctor    json.RawMessage `json:"doctor,omitempty"`
+	Started   time.Time       `json:"started"`
+	Finished  time.Time       `json:"finished"`
+	RTTNote   string          `json:"rtt_note,omitempty"`
 }
 
 // trial is one trial of one point, run in phases: set up (lab, schedule,
@@ -64,9 +79,10 @@ type trial struct {
 	scheme Scheme
 	seed   uint64
 
-	lab   *emu.Lab
-	plan  *trialPlan
-	epDir string // where transports read schedules and write records (the lab's run directory for container hosts)
+	lab     *emu.Lab
+	plan    *trialPlan
+	drained time.Duration // how long the trial waited after the schedule's end
+	epDir   string        // where transports read schedules and write records (the lab's run directory for container hosts)
 	// rtt is the unloaded RTT between the receiver and a sender (the ideal
 	// FCT's); contractRTT the one between the lab's farthest hosts (what
 	// transports are told).
@@ -75,12 +91,17 @@ type trial struct {
 	started          time.Time
 	startNS          int64 // the schedule's time 0
 
+	allowance  time.Duration // how long the transports had for their ready lines
 	transports []*proc
-	probeSink  *proc // the LMM probe's receiver, when measure.probe asks for one
+	probeSink  *proc   // the LMM probe's receiver, when measure.probe asks for one
+	probe      *proc   // and its sender
+	procs      []*proc // every process started, stopped together when the trial ends
 	argvs      [][]string
+	unrecorded int // scheduled messages with no flow record
 	captures   []*capture.Session
 	ingress    []string // capture files of the LMM's ingress ports
 	egress     string
+	queue      *queueSampler // measure.queue's, while it runs
 
 	cleanup []func() error
 }
@@ -218,8 +239,24 @@ func (t *trial) startCaptures(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The LMM matches packets that enter at From and leave at To: an
+	// ingress capture keeps what is addressed to a host behind To, the
+	// egress capture what comes from a host behind From, so the rest of
+	// the switch's traffic costs the captures nothing.
+	var from []netip.Addr
+	for _, ifn := range l.From {
+		from = append(from, hostAddrs(t.lab.Graph.HostsVia(l.Switch, ifn))...)
+	}
+	to := hostAddrs(t.lab.Graph.HostsVia(l.Switch, l.To))
 	at := func(ifname string, dir capture.Direction, tag string) (*capture.Session, error) {
-		o := capture.Options{Filter: capture.Filter{IPv4Only: true, Direction: dir}}
+		f := capture.Filter{IPv4Only: true, Direction: dir}
+		switch {
+		case dir == capture.In && len(to) <= capture.MaxAddrs:
+			f.Dst = to
+		case dir == capture.Out && len(from) <= capture.MaxAddrs:
+			f.Src = from
+		}
+		o := capture.Options{Filter: f}
 		pt := capture.Point{NetNS: ns, Ifname: ifname, Label: l.Switch + ":" + ifname + ":" + tag}
 		s, err := capture.Start(ctx, pt, filepath.Join(t.dir, "captures"), o)
 		if err == nil {
@@ -243,23 +280,31 @@ func (t *trial) startCaptures(ctx context.Context) error {
 	return nil
 }
 
+// hostAddrs are the hosts' addresses.
+func hostAddrs(hosts []*emu.Node) []netip.Addr {
+	out := make([]netip.Addr, 0, len(hosts))
+	for _, h := range hosts {
+		out = append(out, h.Addr)
+	}
+	return out
+}
+
 // stopCaptures stops the captures still running and sums their drops.
 func (t *trial) stopCaptures() (drops uint64, err error) {
-	var errs []error
-	for _, c := range t.captures {
-		st, err := c.Stop()
+	all, err := capture.StopAll(t.captures)
+	for _, st := range all {
 		drops += st.Drops
-		errs = append(errs, err)
 	}
 	t.captures = nil
-	return drops, errors.Join(errs...)
+	return drops, err
 }
 
 // trafficResult is what the traffic phase observed.
 type trafficResult struct {
 	samples       []cpuSample
-	stealPct      float64 // the hypervisor's share of the CPU over the traffic
-	elapsed       time.Duration
+	stealPct      float64            // the hypervisor's share of the CPU over the traffic
+	cpu           *report.CPUAccount // where the CPU went, on the samples' clock
+	elapsed       time.Duration      // from the schedule's start: the ports' rates are over it
 	before, after map[string]*tc.PortStats
 	delay         *DelayFidelity // nil without delay lines
 	backlogDrops  uint64         // the kernel's input backlogs' drops during the traffic
@@ -273,7 +318,7 @@ func (t *trial) runTraffic(ctx context.Context) (*trafficResult, error) {
 	res := &trafficResult{before: t.portCounters(ctx)}
 	trimming := ndpTargets(t.lab)
 	ndpBefore := readNDP(ctx, trimming)
-	wire := t.lab.Wire()
+	wire := t.lab.DelayLoop()
 	var wireBefore delay.Stats
 	var wireCPU time.Duration
 	if wire != nil {
@@ -281,26 +326,18 @@ func (t *trial) runTraffic(ctx context.Context) (*trafficResult, error) {
 		wireCPU, _ = wire.LoopCPU()
 	}
 	backlog0, backlogErr := readBacklogDrops()
-	cpu := startCPUMonitor(ctx)
+	var probes []*proc
+	if t.probeSink != nil {
+		probes = append(probes, t.probeSink)
+	}
+	cpu := startCPUMonitor(ctx, t.transports, probes)
 	defer cpu.Stop()
-	t0 := time.Now()
-	if err := t.sleepUntil(ctx, time.Unix(0, t.startNS)); err != nil {
-		return nil, err
-	}
-	if err := t.startProbe(ctx); err != nil {
-		return nil, err
-	}
-	if err := t.sleepUntil(ctx, time.Unix(0, t.startNS).Add(t.spec.Measure.Warmup)); err != nil {
-		return nil, err
-	}
-	if err := t.startCaptures(ctx); err != nil {
-		return nil, err
-	}
-	if err := t.runSchedule(ctx); err != nil {
+	if err := t.driveSchedule(ctx, cpu); err != nil {
 		return nil, err
 	}
 	res.samples, res.stealPct = cpu.Stop()
-	res.elapsed = time.Since(t0)
+	res.cpu = cpu.Account()
+	res.elapsed = time.Since(time.Unix(0, t.startNS))
 	res.after = t.portCounters(context.WithoutCancel(ctx))
 	res.ndp = ndpFidelity(ndpBefore, readNDP(context.WithoutCancel(ctx), trimming))
 	if backlog1, err := readBacklogDrops(); err == nil && backlogErr == nil && backlog1 > backlog0 {
@@ -324,6 +361,34 @@ func (t *trial) runTraffic(ctx context.Context) (*trafficResult, error) {
 		return nil, err
 	}
 	return res, ctx.Err()
+}
+
+// driveSchedule waits for the start, starts the probe and, after the
+// warm-up, the captures and the queue sampler, and waits out the schedule
+// and its drain.
+func (t *trial) driveSchedule(ctx context.Context, cpu *cpuMonitor) error {
+	if err := t.sleepUntil(ctx, time.Unix(0, t.startNS)); err != nil {
+		return err
+	}
+	if err := t.startProbe(ctx); err != nil {
+		return err
+	}
+	if t.probe != nil {
+		cpu.watch(t.probe, true)
+	}
+	if err := t.sleepUntil(ctx, time.Unix(0, t.startNS).Add(t.spec.Measure.Warmup)); err != nil {
+		return err
+	}
+	if err := t.startCaptures(ctx); err != nil {
+		return err
+	}
+	if err := t.startQueueSampler(ctx); err != nil {
+		return err
+	}
+	if err := t.runSchedule(ctx); err != nil {
+		return err
+	}
+	return t.stopQueueSampler()
 }
 
 // sleepUntil waits for at, or returns ctx's error. The captures start at
@@ -351,10 +416,10 @@ func (t *trial) collect(ctx context.Context, tr *trafficResult) (*FidelityRecord
 		return nil, nil, err
 	}
 	label := fmt.Sprintf("%s trial %d", t.point.Name, t.n)
-	if err := trialPlots(t.dir, t.spec.Measure.LMM.name(), label, tr.samples); err != nil {
+	if err := trialPlots(t.dir, t.spec.Measure.LMM.name(), label, tr.samples, tr.cpu); err != nil {
 		return nil, nil, fmt.Errorf("plots: %w", err)
 	}
-	if err := t.writeMeta(fid, shortfall); err != nil {
+	if err := t.writeMeta(fid, shortfall, tr.cpu); err != nil {
 		return nil, nil, err
 	}
 	// The trial counts only if the report can read it back.
@@ -384,6 +449,7 @@ func (t *trial) fidelity(tr *trafficResult) (fid *FidelityRecord, shortfall floa
 	fid = &FidelityRecord{CPUSamples: len(tr.samples), CPUStealPct: tr.stealPct}
 	fid.CPUMinIdlePct, fid.CPUBusyFrac, fid.CPUSaturated = cpuVerdict(tr.samples)
 	fid.CPUSaturatedSpans = saturatedSpans(tr.samples)
+	fid.CPUConsumers = cpuConsumers(tr.cpu, tr.samples)
 	for _, pc := range t.lab.Pacers() {
 		if e := pc.Err(); e != nil {
 			fid.PacerErrors = append(fid.PacerErrors, e.Error())
@@ -454,7 +520,7 @@ func (t *trial) measureLMM() error {
 }
 
 // writeMeta writes meta.json, what the report reads about the trial.
-func (t *trial) writeMeta(fid *FidelityRecord, shortfall float64) error {
+func (t *trial) writeMeta(fid *FidelityRecord, shortfall float64, cpu *report.CPUAccount) error {
 	rep := fid.summary(shortfall)
 	if fid.Advice != "" {
 		rep.Notes = append(rep.Notes, fid.Advice)
@@ -462,14 +528,18 @@ func (t *trial) writeMeta(fid *FidelityRecord, shortfall float64) error {
 	for _, e := range fid.PacerErrors {
 		rep.Notes = append(rep.Notes, "pacer: "+e)
 	}
+	if t.unrecorded > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%d of %d scheduled messages have no flow record: not delivered, or not recorded, by SIGTERM", t.unrecorded, t.plan.schedule.Len()))
+	}
 	p, spec := t.point, t.spec
 	meta := trialMeta{
 		Meta: report.Meta{Scheme: p.Label(spec), SchemeName: p.Scheme, Pattern: spec.Traffic.Pattern, Paper: spec.Paper,
 			Sweep: p.SweepValues(spec), Load: p.Load, Point: p.Name, Trial: t.n,
 			BottleneckBPS: t.plan.bottleneckBPS, UnloadedRTTNS: t.rtt.Nanoseconds(), PathLinks: t.plan.pathLinks, QueryResponses: t.plan.queryResponses,
-			ScaleFactor: t.spec.Scale.Factor(t.plan.bottleneckBPS), Fidelity: rep, Classes: spec.ClassMetas(p)},
-		Experiment: spec.Name, Seed: t.seed, BaseSeed: t.run.Seed, PointSpec: p, Lab: t.lab.Name,
-		LabSpec: t.lab.Spec, SchemeSpec: t.scheme, Traffic: spec.Traffic, Duration: spec.Duration.String(), Endpoints: t.argvs,
+			ScaleFactor: t.spec.reportScale(t.plan.bottleneckBPS), Fidelity: rep, Classes: spec.ClassMetas(p), CPU: cpu,
+			ScheduleStartNS: t.startNS, PaperUnits: spec.Scale.PaperScale(), Predicted: t.predicted, Machine: thisMachine(t.profile)},
+		Experiment: spec.Name, File: spec.Path(), Seed: t.seed, BaseSeed: t.run.Seed, PointSpec: p, Lab: t.lab.Name,
+		LabSpec: t.lab.Spec, SchemeSpec: t.scheme, Traffic: spec.Traffic, Duration: spec.Duration.String(), Drain: t.drain().String(), Drained: t.drained.Round(time.Millisecond).String(), Endpoints: t.argvs,
 		Fabric: t.run.Fabric, Kernel: t.run.Kernel, Started: t.started, Finished: time.Now().UTC(), RTTNote: t.rttNote,
 	}
 	if t.run.Doctor != nil {

@@ -15,7 +15,7 @@ import (
 )
 
 // Patterns the traffic section accepts.
-var trafficPatterns = []string{"dynamic", "incast", "static", "permutation", "priority"}
+var trafficPatterns = []string{"dynamic", "incast", "static", "permutation", "priority", "poisson"}
 
 // nameRE-equivalent check for experiment names: they name directories.
 func validName(n string) bool {
@@ -67,21 +67,8 @@ func (s *Spec) validate() error {
 	if s.Reruns < 0 {
 		return f("reruns", "want 0 or more, got %d", s.Reruns)
 	}
-	if q := s.Quick; q != nil {
-		if q.Duration < 0 {
-			return f("quick.duration", "want a positive duration, got %v", q.Duration)
-		}
-		if q.Trials < 0 {
-			return f("quick.trials", "want at least 1, got %d", q.Trials)
-		}
-		if q.Reruns < 0 {
-			return f("quick.reruns", "want 0 or more, got %d", q.Reruns)
-		}
-		if q.Sweep != nil {
-			if err := yamlfile.In("quick.sweep", s.validateSweep(*q.Sweep)); err != nil {
-				return err
-			}
-		}
+	if err := s.validateQuick(); err != nil {
+		return err
 	}
 	if err := yamlfile.In("measure", s.validateMeasure()); err != nil {
 		return err
@@ -100,6 +87,9 @@ func (s *Spec) validateScheme(name string) error {
 	}
 	if err := sc.Transport.validate(path+".transport", !hosts.IsNetNS(s.LabSpec.Hosts.Runtime)); err != nil {
 		return err
+	}
+	if s.Traffic.Pattern == "poisson" && sc.Transport.IsTCP() {
+		return yamlfile.Field(path+".transport", "the poisson pattern's packets are datagrams: use transport: udp (or a datagram transport of your own)")
 	}
 	if sc.CC == "" && sc.Transport.IsTCP() {
 		return yamlfile.Field(path+".cc", "is required for the tcp transport (one of %s)", strings.Join(cc.Names, ", "))
@@ -263,6 +253,8 @@ func (s *Spec) validatePattern() error {
 		}
 	case "priority":
 		return s.validatePriority()
+	case "poisson":
+		return s.validatePoisson()
 	case "static", "permutation":
 		if t.Flows < 0 {
 			return f("flows", "want at least 1, got %d", t.Flows)
@@ -297,11 +289,11 @@ func (s *Spec) validatePriority() error {
 // sweepable says which traffic fields a sweep key varies, for which
 // patterns.
 var sweepable = map[string][]string{
-	"load":     {"dynamic"},
+	"load":     {"dynamic", "poisson"},
 	"senders":  {"incast", "static", "priority"},
 	"flows":    {"static", "permutation"},
-	"size":     {"incast"},
-	"delay":    {"dynamic", "incast", "static", "permutation", "priority"},
+	"size":     {"incast", "poisson"},
+	"delay":    {"dynamic", "incast", "static", "permutation", "priority", "poisson"},
 	"workload": {"dynamic"},
 }
 
@@ -382,11 +374,44 @@ func (s *Spec) validateMeasure() error {
 			}
 		}
 	}
+	if q := s.Measure.Queue; q != nil {
+		if err := q.validate(); err != nil {
+			return err
+		}
+	}
 	if p := s.Measure.Probe; p != nil {
 		if err := s.host("probe.from", p.From); err != nil {
 			return err
 		}
 		if err := s.host("probe.to", p.To); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateQuick checks the quick variant's overrides.
+func (s *Spec) validateQuick() error {
+	f := yamlfile.Field
+	q := s.Quick
+	if q == nil {
+		return nil
+	}
+	if q.Scale != nil && !s.Scale.PaperScale() {
+		return f("quick.scale", "a quick variant's s scales a file written at the paper's rates and times (scale: auto "+
+			"or a number); this one is written at the emulation's")
+	}
+	if q.Duration < 0 {
+		return f("quick.duration", "want a positive duration, got %v", q.Duration)
+	}
+	if q.Trials < 0 {
+		return f("quick.trials", "want at least 1, got %d", q.Trials)
+	}
+	if q.Reruns < 0 {
+		return f("quick.reruns", "want 0 or more, got %d", q.Reruns)
+	}
+	if q.Sweep != nil {
+		if err := yamlfile.In("quick.sweep", s.validateSweep(*q.Sweep)); err != nil {
 			return err
 		}
 	}

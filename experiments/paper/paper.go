@@ -42,7 +42,8 @@ type Row struct {
 	Values []float64 // per scheme, in Table.Schemes order
 }
 
-// Tables are the published results of DESIGN.md "Reference results".
+// Tables are the papers' published results, by the name an experiment's
+// paper: field gives.
 var Tables = map[string]*Table{
 	// HULL Table 1 (two long-lived flows into one receiver, 1 Gbit/s):
 	// switch latency of TCP against DCTCP with K = 30 KB.
@@ -155,8 +156,11 @@ type Comparison struct {
 	Rows  []CompRow
 	// Scale is the run's time-scale factor s (the paper's rate over the
 	// lab's): fabric's times divided by it are at the paper's scale. 0 or
-	// 1: the run was not scaled.
-	Scale float64
+	// 1: the run was not scaled. PaperUnits says the run's report gives
+	// the paper's units already (it was written at the paper's scale and
+	// divided each trial's times by its own s), so Scale is 1.
+	Scale      float64
+	PaperUnits bool
 	// Slowdown is HULL Fig. 10 for Table 4 runs: the PQ's 10 MB FCT over
 	// the best scheme's, per load, next to the paper's and eq. 3's.
 	Slowdown []SlowdownRow
@@ -346,8 +350,13 @@ func (c *Comparison) Markdown() string {
 	if s <= 0 {
 		s = 1
 	}
-	fmt.Fprintf(&b, "Source: %s. Metric: %s. Cells are paper / fabric at the paper's scale (fabric's measurement divided by the "+
-		"run's time-scale factor s = %g; raw in brackets); the ratio is to %s in the same row.\n\n", t.Source, t.Metric, s, t.Baseline)
+	if c.PaperUnits {
+		fmt.Fprintf(&b, "Source: %s. Metric: %s. Cells are paper / fabric, fabric's in the paper's units (each trial's times divided "+
+			"by the s it ran at); the ratio is to %s in the same row.\n\n", t.Source, t.Metric, t.Baseline)
+	} else {
+		fmt.Fprintf(&b, "Source: %s. Metric: %s. Cells are paper / fabric at the paper's scale (fabric's measurement divided by the "+
+			"run's time-scale factor s = %g; raw in brackets); the ratio is to %s in the same row.\n\n", t.Source, t.Metric, s, t.Baseline)
+	}
 	base := slices.Index(t.Schemes, t.Baseline)
 	b.WriteString("| row |")
 	sep := "|---|"
@@ -359,7 +368,11 @@ func (c *Comparison) Markdown() string {
 	for _, r := range c.Rows {
 		fmt.Fprintf(&b, "| %s |", r.Label)
 		for i := range t.Schemes {
-			fmt.Fprintf(&b, " %s / %s (%s) | %s / %s |", num(r.Values[i]), num(r.Measured[i]/s), num(r.Measured[i]),
+			raw := " (" + num(r.Measured[i]) + ")"
+			if c.PaperUnits {
+				raw = ""
+			}
+			fmt.Fprintf(&b, " %s / %s%s | %s / %s |", num(r.Values[i]), num(r.Measured[i]/s), raw,
 				ratio(r.Values[i], r.Values[base]), ratio(r.Measured[i], r.Measured[base]))
 		}
 		verdict := "FAIL"

@@ -1,0 +1,142 @@
+package validation
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func near(t *testing.T, what string, got, want, tol float64) {
+	t.Helper()
+	if math.Abs(got-want) > tol {
+		t.Errorf("%s = %.7g, want %.7g ± %.2g", what, got, want, tol)
+	}
+}
+
+// The M/D/1 mean wait by hand: ρD/(2(1 − ρ)) is 0.5 D at ρ = 0.5 and
+// 4.5 D at 0.9; 363.4 µs for validate/md1's quick point (ρ = 0.6, a
+// 1514-byte frame at 25 Mbit/s: D = 484.48 µs).
+func TestMD1MeanWait(t *testing.T) {
+	near(t, "W(0.5)", MD1MeanWait(0.5, 1), 0.5, 1e-12)
+	near(t, "W(0.9)", MD1MeanWait(0.9, 1), 4.5, 1e-12)
+	near(t, "W(0.6, 484.48 µs)", MD1MeanWait(0.6, 484.48), 363.36, 1e-9)
+}
+
+// Erlang's CDF by hand at ρ = 0.5, D = 1 (λ = 0.5):
+//
+//	F(0)   = 1 − ρ                               = 0.5
+//	F(0.5) = 0.5 e^0.25                          = 0.6420127
+//	F(1)   = 0.5 (e^0.5 − 0)                     = 0.8243606
+//	F(1.5) = 0.5 (e^0.75 − 0.25 e^0.25)          = 0.8979968
+//	F(2)   = 0.5 (e^1 − 0.5 e^0.5 + 0)           = 0.9469606
+//
+// and its mean, ∫(1 − F), is the Pollaczek–Khinchine mean at ρ = 0.9,
+// where the sum's terms reach e^50 before they cancel.
+func TestMD1WaitCDF(t *testing.T) {
+	for _, c := range []struct{ t, want float64 }{
+		{0, 0.5}, {0.5, 0.6420127}, {1, 0.8243606}, {1.5, 0.8979968}, {2, 0.9469606}, {-1, 0},
+	} {
+		near(t, "F", MD1WaitCDF(0.5, 1, c.t), c.want, 1e-7)
+	}
+	mean, dt := 0.0, 0.02
+	for x := dt / 2; x < 60; x += dt {
+		mean += (1 - MD1WaitCDF(0.9, 1, x)) * dt
+	}
+	near(t, "∫(1 − F) at ρ = 0.9", mean, 4.5, 1e-3)
+}
+
+// DCTCP's steady state by hand (Alizadeh et al. §3.3): with C·RTT + K =
+// 16 packets and N = 8, A = ½√(2·8·16) = 8 packets over a period of
+// ½√(2·16/8) = 1 RTT; with 25 and N = 2, A = ½√100 = 5 over 2.5 RTTs;
+// the queue peaks at K + N.
+func TestDCTCPSteadyState(t *testing.T) {
+	near(t, "A(8, 16)", DCTCPAmplitude(8, 6, 10), 8, 1e-12)
+	near(t, "T_C(8, 16)", DCTCPPeriod(8, 6, 10), 1, 1e-12)
+	near(t, "A(2, 25)", DCTCPAmplitude(2, 5, 20), 5, 1e-12)
+	near(t, "T_C(2, 25)", DCTCPPeriod(2, 5, 20), 2.5, 1e-12)
+	near(t, "Q_max(8, 19.8)", DCTCPQueueMax(8, 19.8), 27.8, 1e-12)
+}
+
+// The phantom queue's rule by hand, on four packets of service time 1
+// handed over at 0, 0.2, 0.4 and 3.0, draining at γ = 0.5 and marking
+// above θ = 0.5: the wire starts them at 0, 1, 2 and 3; the counter finds
+// 0, then 1 − 0.5 = 0.5 (not above), then 1.5 − 0.5 = 1.0 (marked), then
+// 2 − 0.5 = 1.5 (marked): two marks. Drained at the port's own rate
+// (γ = 1) it has drained each packet by the time the wire starts the
+// next, and marks nothing above any threshold (a hundredth of a packet
+// here: at 0, rounding leaves crumbs, as the marker's integer drain does).
+func TestPhantomMarksByHand(t *testing.T) {
+	if got := PhantomMarks([]float64{0, 0.2, 0.4, 3.0}, 1, 0.5, 0.5); got != 2 {
+		t.Errorf("%d marks, want 2", got)
+	}
+	if got := PhantomMarkProbability(0.9, 1, 0.01, 100_000, 1); got != 0 {
+		t.Errorf("γ = 1 marked %.4f of the packets, want none", got)
+	}
+}
+
+// The marking probability at low load by hand: to first order in ρ, a
+// packet is marked when the packet before it started less than
+// (1 − θ)/γ service times earlier, for then the counter still holds more
+// than θ of it; at ρ = 0.01, γ = 0.5, θ = 0 that is 1 − e^{−0.02} =
+// 0.0198, within the 5 % that chains of three packets and the draw
+// (10⁶ arrivals, 20,000 marks: 0.7 %) move it.
+func TestPhantomMarkProbabilityLowLoad(t *testing.T) {
+	got := PhantomMarkProbability(0.01, 0.5, 0, 1_000_000, 1)
+	want := 1 - math.Exp(-0.02)
+	near(t, "P(mark) at ρ = 0.01", got, want, 0.05*want)
+}
+
+// Friedman's tandem theorem, which PhantomMarkProbability rests on:
+// behind constant-time servers each packet's waits in the wire (service
+// 1) and the counter (service 1/γ) sum to its wait in one queue of
+// service 1/γ, so the rule marks exactly the packets whose W' − W₁
+// exceeds θ/γ service times.
+func TestPhantomMarksAreTheTandem(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var at []float64
+	x := 0.0
+	for range 200_000 {
+		x += r.ExpFloat64() / 0.6
+		at = append(at, x)
+	}
+	gamma, theta := 0.8, 0.66
+	w1, wp := LindleyWaits(at, 1), LindleyWaits(at, 1/gamma)
+	want := 0
+	for i := range at {
+		if wp[i]-w1[i] > theta/gamma+1e-9 {
+			want++
+		}
+	}
+	got := PhantomMarks(at, 1, gamma, theta)
+	if math.Abs(float64(got-want)) > 1e-4*float64(len(at)) {
+		t.Errorf("the rule marked %d packets, the tandem %d", got, want)
+	}
+	t.Logf("%d of %d marked (%.1f %%)", got, len(at), 100*float64(got)/float64(len(at)))
+}
+
+// The Kolmogorov–Smirnov helpers: a sample of the law itself passes at
+// the 1 % level, a shifted one does not, and an AR(1) series decorrelates
+// after about 3/|ln φ| steps.
+func TestKolmogorovSmirnov(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	exp := func(x float64) float64 { return 1 - math.Exp(-x) }
+	var xs, shifted []float64
+	for range 5000 {
+		v := r.ExpFloat64()
+		xs, shifted = append(xs, v), append(shifted, v+0.1)
+	}
+	if d, c := KSDistance(xs, exp, 0), KSCritical(len(xs)); d > c {
+		t.Errorf("a sample of the law: D = %.4f above %.4f", d, c)
+	}
+	if d, c := KSDistance(shifted, exp, 0), KSCritical(len(xs)); d <= c {
+		t.Errorf("a shifted sample: D = %.4f within %.4f", d, c)
+	}
+	ar, v := make([]float64, 100_000), 0.0
+	for i := range ar {
+		v = 0.9*v + r.NormFloat64()
+		ar[i] = v
+	}
+	if lag, want := DecorrelationLag(ar), 3/-math.Log(0.9); math.Abs(float64(lag)-want) > 5 {
+		t.Errorf("AR(1) φ = 0.9 decorrelates at lag %d, want about %.0f", lag, want)
+	}
+}

@@ -1,0 +1,97 @@
+package validation
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fabric-emu/fabric/hosts"
+	"github.com/fabric-emu/fabric/internal/testenv"
+)
+
+// The lab test's hosts run `fabric transport …`: a fabric binary built
+// once for the package.
+func TestMain(m *testing.M) { testenv.RunWithFabric(m, hosts.EnvFabricBinary) }
+
+// Every validation scenario has its checks, and only those have.
+func TestEveryScenarioIsChecked(t *testing.T) {
+	var names []string
+	for _, n := range Scenarios() {
+		sc, err := load(n, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, sc.spec.Name)
+	}
+	for n := range checkers {
+		if !slices.Contains(names, n) {
+			t.Errorf("checks for %s, which no built-in scenario is", n)
+		}
+	}
+	if _, err := load("hull/table1", true); err == nil {
+		t.Error("hull/table1 loaded as a validation scenario")
+	}
+}
+
+// The quick validation, what CI holds fabric to: every check of every
+// scenario's quick variant within the issue's tolerance (10 % for the
+// M/D/1 port, Little's law and the delay lines, 25 % for DCTCP, 20 % for
+// the phantom queue, the M/D/1 waits' distribution by Kolmogorov–Smirnov
+// at 1 %), on trials the fidelity monitor did not flag. One check is
+// logged, not judged here, and stays open in issue 39 (`fabric validate`
+// judges it): DCTCP's oscillation amplitude (4–5 packets against the
+// synchronised model's 6.0), which may be the flows' desynchronisation
+// rather than the emulator. A flagged trial is a stall the attempt
+// measured, and so is a thread of the machine held back past 1 ms (a
+// Poisson sender's packets a millisecond late bunch: the mean gap between
+// them is 2 ms); only then is an attempt retried, twice at most (one
+// hiccup of tens of milliseconds flags a trial), and a retry runs the
+// scenarios that did not pass again, with their seeds. About 60 s of
+// traffic and labs.
+func TestQuickValidation(t *testing.T) {
+	testenv.RequireRoot(t)
+	pending := Scenarios()
+	testenv.Retry(t, 3, time.Millisecond, func(a *testenv.Attempt) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		res, err := Run(ctx, Options{Quick: true, Out: t.TempDir(), LabPrefix: "tval", Only: pending})
+		if err != nil {
+			a.Fatalf("validation: %v", err)
+		}
+		var again []string
+		flagged := map[string]bool{}
+		for _, c := range res.Checks {
+			cells := c.Cells()
+			a.Logf("%s", strings.Join(cells[:], " | "))
+			switch {
+			case c.Verdict == Pass:
+				continue
+			case openInIssue39(c.Name):
+				a.Logf("not judged here (see above): %s", c.Name)
+				continue
+			case c.Verdict == Unfaithful && !flagged[c.Trial]:
+				flagged[c.Trial] = true
+				a.Stalled("%s", c.Cause)
+				a.Errorf("%s: its trial %s was flagged, so its checks are not believed: %s", c.Scenario, c.Trial, c.Cause)
+			case c.Verdict == Fail:
+				a.Errorf("FAIL %s: %s (measured as %s; %s)", c.Name, c.Cause, c.Note, c.Trial)
+			}
+			if !slices.Contains(again, c.Scenario) {
+				again = append(again, c.Scenario)
+			}
+		}
+		pending = again
+	})
+}
+
+// openInIssue39 names the checks TestQuickValidation logs without judging.
+func openInIssue39(check string) bool {
+	for _, open := range []string{"DCTCP amplitude"} {
+		if strings.HasPrefix(check, open) {
+			return true
+		}
+	}
+	return false
+}
