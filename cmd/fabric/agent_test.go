@@ -51,12 +51,12 @@ func TestUpLeavesPacerAgent(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "HULL pacer on h0,h1") {
 		t.Fatalf("up: exit %d\n%q", code, out)
 	}
-	h, err := emu.ReadHolder(name)
+	h, err := emu.ReadAgent(name)
 	if err != nil || h == nil {
-		t.Fatalf("no pacer holder recorded: %v", err)
+		t.Fatalf("no agent recorded: %v", err)
 	}
-	if !h.Agent || h.PID == os.Getpid() || !h.Alive() {
-		t.Fatalf("holder %+v: want a live agent process other than this one", h)
+	if !h.Detached || h.PID == os.Getpid() || !h.Alive() {
+		t.Fatalf("agent %+v: want a live detached process other than this one", h)
 	}
 	if code, out := runFabric(ctx, "status", name); code != exitOK || !strings.Contains(out, fmt.Sprintf("HULL pacers on h0,h1, process %d (running)", h.PID)) || !strings.Contains(out, "h1 bucket: R ") {
 		t.Errorf("status: exit %d, want the pacer agent listed\n%s", code, out)
@@ -116,9 +116,9 @@ func TestDelayAgentDeathStopsDelayedLinks(t *testing.T) {
 	if code, out := runFabric(ctx, "up", file); code != exitOK {
 		t.Fatalf("up: exit %d\n%s", code, out)
 	}
-	h, err := emu.ReadHolder(name)
-	if err != nil || h == nil || !h.Wire || !h.Agent {
-		t.Fatalf("holder %+v (%v): want an agent running the delay lines", h, err)
+	h, err := emu.ReadAgent(name)
+	if err != nil || h == nil || !h.DelayLines || !h.Detached {
+		t.Fatalf("agent %+v (%v): want a detached agent running the delay lines", h, err)
 	}
 	lab, err := emu.Open(name)
 	if err != nil {

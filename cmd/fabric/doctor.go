@@ -9,13 +9,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fabric-emu/fabric/emu"
-	"github.com/fabric-emu/fabric/internal/probe"
+	"github.com/fabric-emu/fabric/internal/features"
 )
 
 func init() { addCommand(doctorCmd) }
 
 func doctorCmd() *cobra.Command {
-	var asJSON bool
+	var asJSON, calibrate bool
 	c := &cobra.Command{
 		Use:   "doctor [LAB.yaml...]",
 		Short: "Check what this kernel and host can do, and what lab files need",
@@ -23,8 +23,16 @@ func doctorCmd() *cobra.Command {
 			"cls_bpf; fabric's port programs; BTF; struct_ops; congestion controls), how\n" +
 			"late the idle machine lets a delay line's loop be, and\n" +
 			"the Docker daemon. Given lab files, it lists the features their port settings\n" +
-			"need and exits 1 when one is missing, naming the setting that needs it.",
+			"need and exits 1 when one is missing, naming the setting that needs it.\n\n" +
+			"With --calibrate it measures instead what this machine's CPU pays for what a\n" +
+			"trial does (a packet through a switch, a delay line's packet and wake-up, a\n" +
+			"captured packet, a pacer's turn, each transport's message and packet, timer\n" +
+			"lateness, steal), with small throwaway labs, in under a minute, and writes the\n" +
+			"machine profile that `fabric run` plans with.",
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if calibrate {
+				return runCalibrate(cmd, asJSON)
+			}
 			var specs []*emu.Spec
 			for _, file := range args {
 				s, err := emu.Load(file) // the whole file, as `fabric up` reads it
@@ -53,6 +61,7 @@ func doctorCmd() *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.Flags().BoolVar(&calibrate, "calibrate", false, "measure this machine's costs into its profile (builds throwaway labs; under a minute)")
 	return c
 }
 
@@ -67,7 +76,7 @@ func printDiagnosis(w io.Writer, r *emu.Diagnosis) {
 		return "NO"
 	}
 	var have, lack []string
-	for _, q := range probe.Qdiscs {
+	for _, q := range features.Qdiscs {
 		if r.Qdiscs[q] {
 			have = append(have, q)
 		} else {

@@ -33,7 +33,7 @@ func imageBuildCmd() *cobra.Command {
 		Short: "Build the endpoint image (FROM scratch + this fabric binary) through the Docker API",
 		Long: `Build the endpoint image that docker-runtime hosts run.
 
-The build context is images/endpoint/Dockerfile (built into fabric) and a
+The build context is images/host/Dockerfile (built into fabric) and a
 static fabric binary: by default the running one, so the image runs the same
 code as the lab that starts it. Nothing is pulled. The binary must be static:
 build it with CGO_ENABLED=0 (make image does).`,

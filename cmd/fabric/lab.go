@@ -181,8 +181,9 @@ type ifaceStatus struct {
 	Peer  string `json:"peer"` // node:ifname
 	Rate  string `json:"rate"`
 	MTU   int    `json:"mtu"`
-	// Wire is what the wire after this interface does: delay and loss.
-	Wire *emu.Wire `json:"wire,omitempty"`
+	// Impairment is what the link does after this interface's port:
+	// delay and loss.
+	Impairment *emu.Impairment `json:"impairment,omitempty"`
 }
 
 func printLab(out interface{ Write([]byte) (int, error) }, lab *emu.Lab, asJSON bool) error {
@@ -194,14 +195,14 @@ func printLab(out interface{ Write([]byte) (int, error) }, lab *emu.Lab, asJSON 
 		}
 		for _, i := range n.Ifaces {
 			is := ifaceStatus{Name: i.Name, Local: i.Local.String(), Peer: i.Peer.Label(), Rate: i.Link.Rate.String(), MTU: i.Link.MTU}
-			if w := i.Wire(); !w.IsZero() {
-				is.Wire = &w
+			if w := i.Impairment(); !w.IsZero() {
+				is.Impairment = &w
 			}
 			ns.Ifaces = append(ns.Ifaces, is)
 		}
 		nodes = append(nodes, ns)
 	}
-	holder, err := emu.ReadHolder(lab.Name)
+	agent, err := emu.ReadAgent(lab.Name)
 	if err != nil {
 		return err
 	}
@@ -209,14 +210,14 @@ func printLab(out interface{ Write([]byte) (int, error) }, lab *emu.Lab, asJSON 
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		doc := map[string]any{"lab": lab.Name, "topology": lab.Spec.Topology.String(), "nodes": nodes}
-		if holder != nil {
-			doc["holder"] = map[string]any{"pacers": holder.Pacers, "delay_lines": holder.Wire, "pid": holder.PID, "agent": holder.Agent, "running": holder.Alive()}
+		if agent != nil {
+			doc["agent"] = map[string]any{"pacers": agent.Pacers, "delay_lines": agent.DelayLines, "pid": agent.PID, "detached": agent.Detached, "running": agent.Alive()}
 		}
 		return enc.Encode(doc)
 	}
 	fmt.Fprintf(out, "lab %s: %s, %d hosts, %d switches, %d links\n", lab.Name, lab.Spec.Topology, len(lab.Graph.Hosts()), len(lab.Graph.Switches()), len(lab.Graph.Links))
-	if holder != nil {
-		printHolder(out, lab, holder)
+	if agent != nil {
+		printAgent(out, lab, agent)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tKIND\tTIER\tADDRESS\tINTERFACES")
@@ -224,8 +225,8 @@ func printLab(out interface{ Write([]byte) (int, error) }, lab *emu.Lab, asJSON 
 		var ifs []string
 		for _, i := range n.Ifaces {
 			wire := ""
-			if i.Wire != nil {
-				wire = "+" + i.Wire.String()
+			if i.Impairment != nil {
+				wire = "+" + i.Impairment.String()
 			}
 			ifs = append(ifs, fmt.Sprintf("%s=%s→%s@%s%s", i.Name, i.Local, i.Peer, i.Rate, wire))
 		}
@@ -306,26 +307,26 @@ func firstN(s []string, n int) []string {
 	return s
 }
 
-// printHolder says which process runs the lab's pacers and delay lines,
+// printAgent says which process runs the lab's pacers and delay lines,
 // and what a dead one means.
-func printHolder(out io.Writer, lab *emu.Lab, holder *emu.Holder) {
-	alive := holder.Alive()
-	if holder.Wire {
+func printAgent(out io.Writer, lab *emu.Lab, agent *emu.Agent) {
+	alive := agent.Alive()
+	if agent.DelayLines {
 		state := "running"
 		if !alive {
 			state = "GONE: delayed links carry no traffic until the lab is rebuilt"
 		}
-		fmt.Fprintf(out, "delay lines: process %d (%s)\n", holder.PID, state)
+		fmt.Fprintf(out, "delay lines: process %d (%s)\n", agent.PID, state)
 	}
-	if len(holder.Pacers) == 0 {
+	if len(agent.Pacers) == 0 {
 		return
 	}
 	state := "running"
 	if !alive {
 		state = "GONE: the hosts' pacers are not being updated"
 	}
-	fmt.Fprintf(out, "HULL pacers on %s, process %d (%s)\n", strings.Join(holder.Pacers, ","), holder.PID, state)
-	for _, h := range holder.Pacers {
+	fmt.Fprintf(out, "HULL pacers on %s, process %d (%s)\n", strings.Join(agent.Pacers, ","), agent.PID, state)
+	for _, h := range agent.Pacers {
 		if n := lab.Graph.Node(h); n != nil && len(n.Ifaces) > 0 {
 			if b, ok, err := pacer.ReadBucket(netnsutil.Path(lab.Name, h), n.Ifaces[0].Name); err == nil && ok {
 				fmt.Fprintf(out, "  %s bucket: R %.1f Mbit/s, %d B queued\n", h, float64(b.Rate)/1e6, b.Backlog)

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -14,6 +12,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/fabric-emu/fabric/emu"
+	"github.com/fabric-emu/fabric/emu/emutest"
 	"github.com/fabric-emu/fabric/internal/testenv"
 	"github.com/fabric-emu/fabric/tc"
 	"github.com/fabric-emu/fabric/tc/tctest"
@@ -41,31 +40,16 @@ func runFabric(ctx context.Context, args ...string) (int, string) {
 // is lost and the link never goes down. A bad key is exit code 2.
 func TestPortSetLive(t *testing.T) {
 	testenv.RequireRoot(t)
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	name := "t3live" + hex.EncodeToString(b)
-	src := fmt.Sprintf(`name: %s
+	name := emutest.Name("t3live")
+	lab := emutest.Up(t, fmt.Sprintf(`name: %s
 topology: {kind: star, hosts: 2}
 links: {rate: 100Mbit}
 ports:
   buffer: 1MB
   marking:
     phantom: {drain: 0.95, threshold: 15KB}
-`, name)
-	spec, err := emu.Parse(name+".yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
+`, name))
 	ctx := context.Background()
-	lab, err := emu.Up(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := lab.Down(context.Background()); err != nil {
-			t.Errorf("down: %v", err)
-		}
-	})
 	port, err := lab.PortTarget("s0", "eth1") // toward h1
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"text/tabwriter"
@@ -19,18 +20,27 @@ type portStatus struct {
 	Counters tc.PortStats `json:"counters"`
 }
 
-func printPorts(cmd *cobra.Command, lab *emu.Lab, asJSON bool) error {
+// readPorts reads every port of a running lab: its settings and counters.
+func readPorts(ctx context.Context, lab *emu.Lab) ([]portStatus, error) {
 	ports, err := lab.Ports()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var rows []portStatus
 	for _, p := range ports {
-		st, err := tc.Stats(cmd.Context(), p.Target)
+		st, err := tc.Stats(ctx, p.Target)
 		if err != nil {
-			return fmt.Errorf("%s: %w", p.Iface.Label(), err)
+			return nil, fmt.Errorf("%s: %w", p.Iface.Label(), err)
 		}
 		rows = append(rows, portStatus{Port: p.Iface.Label(), Kind: p.Iface.Node.Kind, Settings: p.Port, Counters: st})
+	}
+	return rows, nil
+}
+
+func printPorts(cmd *cobra.Command, lab *emu.Lab, asJSON bool) error {
+	rows, err := readPorts(cmd.Context(), lab)
+	if err != nil {
+		return err
 	}
 	out := cmd.OutOrStdout()
 	if asJSON {

@@ -6,16 +6,18 @@ import (
 	"testing"
 )
 
-// `fabric endpoint` rejects bad input with exit code 2 before it opens
-// anything: a load ≥ 1 names the flag, a non-monotone workload names its
-// file and line.
-func TestEndpointAndTransportBadInput(t *testing.T) {
+// `fabric probe` and `fabric transport` reject bad input with exit code 2
+// before they open anything, and so do probe's old names (endpoint probe,
+// endpoint probe-sink), which host images of earlier builds run.
+func TestProbeAndTransportBadInput(t *testing.T) {
 	cases := []struct {
 		args []string
 		want string
 	}{
-		{[]string{"endpoint", "probe", "--host", "h0", "--to", "nowhere"}, "--to: "},
+		{[]string{"probe", "send", "--host", "h0", "--to", "nowhere"}, "--to: "},
 		{[]string{"endpoint", "probe", "--host", "h0", "--to", "10.0.0.2", "--dscp", "CS9"}, "--dscp: "},
+		{[]string{"probe", "sink", "--host", "h0", "--addr", "nowhere"}, "--addr: "},
+		{[]string{"endpoint", "probe-sink", "--host", "h0", "--addr", "nowhere"}, "--addr: "},
 		{[]string{"transport", "carrier-pigeon"}, `no transport "carrier-pigeon" (have `},
 		{[]string{"transport", "tcp"}, "FABRIC_HOST is not set"},
 	}
