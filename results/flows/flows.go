@@ -7,8 +7,9 @@
 // slowdown = FCT / ideal, with ideal = size·8 / bottleneck rate, plus the
 // store-and-forward of the last packet at every further link on the path
 // that serialises a lone packet (one with a delay line: a rate-limited
-// port alone passes a packet into an idle queue at once), plus half the
-// unloaded RTT: FCTs are one-way (scheduled start to last byte
+// port alone passes a packet into an idle queue at once, so on a path with
+// no such link the last packet crosses at once and only the packets before
+// it wait for the bottleneck), plus half the unloaded RTT: FCTs are one-way (scheduled start to last byte
 // at the receiver), and the ideal is the best time such a message can
 // have, Homa's slowdown 1.0 (Montazeri's thesis, Fig. 6.1). Size is the
 // application bytes the flow asked for, so header overhead (54 of every
@@ -42,8 +43,8 @@ type Ideal struct {
 	BottleneckBPS float64       // the slowest link on the flow's path, bit/s
 	RTT           time.Duration // unloaded RTT measured in the same lab
 	// Links is how many links on the path hold a lone packet for its
-	// serialisation (those with a delay line; 0 when none or unknown: the
-	// store-and-forward term is left out).
+	// serialisation: those with a delay line (a run's meta.json without
+	// path_links has none).
 	Links int
 }
 
@@ -53,15 +54,13 @@ const storeAndForward = 1500
 
 // FCT is the ideal completion time of a message of size bytes, recorded
 // one way (from its scheduled start to its last byte at the receiver, as
-// every transport records under the contract): its transmission at the
-// bottleneck rate, the store-and-forward of its last packet at each switch
-// (min(size, 1500 B) per link after the first, at the bottleneck rate), and
-// half the unloaded RTT.
+// every transport records under the contract): the transmission of all but
+// its last packet at the bottleneck rate, the last packet's serialisation
+// at each link that serialises a lone packet (min(size, 1500 B) per link,
+// at the bottleneck rate), and half the unloaded RTT.
 func (i Ideal) FCT(size int64) time.Duration {
-	bits := float64(size) * 8
-	if i.Links > 1 {
-		bits += float64(i.Links-1) * float64(min(size, storeAndForward)) * 8
-	}
+	last := min(size, storeAndForward)
+	bits := float64(size-last+int64(i.Links)*last) * 8
 	return time.Duration(bits/i.BottleneckBPS*1e9) + i.RTT/2
 }
 

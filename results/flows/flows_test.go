@@ -17,10 +17,20 @@ func flow(id uint64, size, bytes int64, fct time.Duration) transport.Flow {
 }
 
 func TestIdealAndSlowdownHandComputed(t *testing.T) {
-	ideal := Ideal{BottleneckBPS: 1e9, RTT: 200 * time.Microsecond}
+	ideal := Ideal{BottleneckBPS: 1e9, RTT: 200 * time.Microsecond, Links: 1}
 	// 1000 B at 1 Gbit/s = 8 µs, + half the 200 µs RTT = 108 µs.
 	if got := ideal.FCT(1000); got != 108*time.Microsecond {
 		t.Fatalf("ideal FCT(1000) = %v", got)
+	}
+	// On a path that serialises no lone packet (no delay line) the last
+	// 1500 B cross at once: 1000 B take half the RTT alone, 10 MB the
+	// 9,998,500 B before the last packet at 1 Gbit/s (79.988 ms) more.
+	none := Ideal{BottleneckBPS: 1e9, RTT: 200 * time.Microsecond}
+	if got := none.FCT(1000); got != 100*time.Microsecond {
+		t.Fatalf("ideal FCT(1000) over no serialising link = %v", got)
+	}
+	if got := none.FCT(10_000_000); got != 80088*time.Microsecond {
+		t.Fatalf("ideal FCT(10 MB) over no serialising link = %v", got)
 	}
 	// Across two links the switch holds the message once: 8 µs more; a
 	// long message only its last 1500 B (12 µs).

@@ -164,8 +164,9 @@ func slowdownTables(b *strings.Builder, sh shape, rows []Row) {
 		}
 	}
 	section(b, sh, rows, "Flow slowdown by size",
-		"Slowdown = FCT / ideal, the ideal being the flow alone in the lab: its size at the bottleneck rate, its last "+
-			"packet's store-and-forward at each further delayed link, and half the unloaded RTT (results/flows).", cols)
+		"Slowdown = FCT / ideal, the ideal being the flow alone in the lab: all but its last packet at the bottleneck rate, "+
+			"the last packet's serialisation at each delayed link (a link without a delay line passes a lone packet at once), "+
+			"and half the unloaded RTT (results/flows).", cols)
 }
 
 // section writes a titled table, or nothing when no row has a value for
