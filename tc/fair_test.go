@@ -52,6 +52,10 @@ func testFair(t *testing.T, c fairCase) {
 	buf := tc.Buffer{Bytes: units.MB}
 	p := resolve(t, tc.PortSettings{Buffer: &buf, Queues: &c.queues}, rate)
 	apply(t, port, p)
+	// Every attempt puts a and b in the buckets the first one drew: a
+	// retry measures the same buckets, so that a wrong one cannot pass by
+	// drawing others.
+	ba, bb := -1, -1
 	testenv.Retry(t, 3, 10*time.Millisecond, func(at *testenv.Attempt) {
 		drained(t, port) // an earlier attempt's backlog would count as this one's
 		dst := netip.AddrPortFrom(lab.Addr("rx"), uint16(6000+at.N))
@@ -61,9 +65,16 @@ func testFair(t *testing.T, c fairCase) {
 		bucket := func(h string) int {
 			return tc.FlowBucket(lab.Addr(h), dst.Addr(), 17, uint16(sport[h]), dst.Port(), p.Buckets)
 		}
-		for bucket("b") == bucket("a") {
+		if ba < 0 {
+			ba = bucket("a")
+		}
+		for bucket("a") != ba {
+			sport["a"]++
+		}
+		for bucket("b") == ba || (bb >= 0 && bucket("b") != bb) {
 			sport["b"]++
 		}
+		bb = bucket("b")
 		var streams []tctest.UDPStream
 		for i, h := range []string{"a", "b", "c"} {
 			s := tctest.UDPStream{From: h, To: dst, Rate: c.offer[i] * mbit, Size: 1514, Flow: byte(i), SrcPort: sport[h], Duration: 3 * time.Second}
