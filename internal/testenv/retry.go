@@ -86,6 +86,12 @@ type Machine struct {
 	// LongestStall is the longest a watcher thread's short sleep overran:
 	// how long the machine once kept a waiting thread from running.
 	LongestStall time.Duration
+	// StallInProcess says the longest stall was the test process's own: the
+	// watcher's thread, woken, slept again waiting for Go's scheduler to
+	// give it a processor, which the test's own goroutines (its senders
+	// and samplers among them) had. Such a stall holds those goroutines'
+	// timers back as well, so it spoils a check as the kernel's does.
+	StallInProcess bool
 }
 
 // Stall thresholds: a failed attempt is retried only past one of them.
@@ -110,7 +116,11 @@ func (m Machine) stall(tolerance time.Duration) string {
 		why = append(why, fmt.Sprintf("the CPU was saturated in %.0f %% of samples (above %.0f %%)", m.SaturatedPct, StallSaturatedPct))
 	}
 	if tolerance > 0 && m.LongestStall > tolerance {
-		why = append(why, fmt.Sprintf("a waiting thread was held back %v (the check tolerates %v)", m.LongestStall.Round(time.Microsecond), tolerance))
+		where := ""
+		if m.StallInProcess {
+			where = ", by this process's Go scheduler"
+		}
+		why = append(why, fmt.Sprintf("a waiting thread was held back %v%s (the check tolerates %v)", m.LongestStall.Round(time.Microsecond), where, tolerance))
 	}
 	return strings.Join(why, "; ")
 }
@@ -161,11 +171,18 @@ func (w *watcher) sleepLoop() {
 		default:
 		}
 		at := time.Now()
+		var r0, r1 unix.Rusage
+		unix.Getrusage(unix.RUSAGE_THREAD, &r0)
 		ts := unix.NsecToTimespec(napFor.Nanoseconds())
 		unix.Nanosleep(&ts, nil)
 		over := time.Since(at) - napFor
+		unix.Getrusage(unix.RUSAGE_THREAD, &r1)
 		w.mu.Lock()
-		w.m.LongestStall = max(w.m.LongestStall, over)
+		if over > w.m.LongestStall {
+			// The nap is one voluntary switch; a second is the thread
+			// parked until Go's scheduler had a processor for it.
+			w.m.LongestStall, w.m.StallInProcess = over, r1.Nvcsw-r0.Nvcsw > 1
+		}
 		w.mu.Unlock()
 		if now := time.Now(); err == nil && now.After(nextSample) {
 			nextSample = now.Add(sampleEvery)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -169,5 +170,20 @@ func TestWatcherMeasures(t *testing.T) {
 	t.Logf("an idle 300 ms: %v", m)
 	if m.StealPct < 0 || m.StealPct > 100 || m.SaturatedPct < 0 || m.SaturatedPct > 100 || m.LongestStall <= 0 {
 		t.Errorf("inconsistent: %+v", m)
+	}
+}
+
+// A stall of the test process's own scheduler is told from the kernel's:
+// on one processor, a goroutine that spins for 100 ms keeps the woken
+// watcher waiting for it until Go preempts the spinner (every 10 ms).
+func TestWatcherTellsTheProcessesOwnStall(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	finish := watchMachine()
+	time.Sleep(10 * time.Millisecond) // the watcher is napping
+	for end := time.Now().Add(100 * time.Millisecond); time.Now().Before(end); {
+	}
+	m := finish()
+	if m.LongestStall < time.Millisecond || !m.StallInProcess {
+		t.Errorf("a spinning goroutine on the only processor: %v, in the process %v; want a stall of the process's own", m, m.StallInProcess)
 	}
 }
