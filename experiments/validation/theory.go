@@ -207,6 +207,20 @@ func KSDistance(xs []float64, f func(float64) float64, from float64) float64 {
 	return dist
 }
 
+// KSScaled is how far the law f moves when its values are scaled by s,
+// sup |F(t) − F(t/s)| over from and the sample's values xs above it: the
+// Kolmogorov–Smirnov distance that waits s times the law's make, which a
+// tolerance on the mean (s = 0.9 or 1.1 for 10 %) allows the shape too.
+func KSScaled(xs []float64, f func(float64) float64, from, s float64) float64 {
+	dist := math.Abs(f(from) - f(from/s))
+	for _, x := range xs {
+		if x > from {
+			dist = max(dist, math.Abs(f(x)-f(x/s)))
+		}
+	}
+	return dist
+}
+
 // KSCritical is the Kolmogorov–Smirnov statistic that n independent
 // draws from the hypothesised law exceed with probability 1 %: the
 // Kolmogorov distribution's 1.628 with Stephens' correction for small n,

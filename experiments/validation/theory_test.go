@@ -131,6 +131,25 @@ func TestKolmogorovSmirnov(t *testing.T) {
 	if d, c := KSDistance(shifted, exp, 0), KSCritical(len(xs)); d <= c {
 		t.Errorf("a shifted sample: D = %.4f within %.4f", d, c)
 	}
+	// Waits 10 % long move the exponential law by at most
+	// e^(−x/1.1) − e^(−x) at x = 1.1·ln 1.1 / 0.1 = 1.0484: 0.03505. With
+	// that band a sample 5 % long passes and one 20 % long does not.
+	if band := KSScaled(xs, exp, 0, 1.1); math.Abs(band-0.03505) > 5e-4 {
+		t.Errorf("the band of a 10 %% scale: %.5f, want 0.03505", band)
+	}
+	band := max(KSScaled(xs, exp, 0, 0.9), KSScaled(xs, exp, 0, 1.1))
+	for _, c := range []struct {
+		scale float64
+		pass  bool
+	}{{1.05, true}, {1.2, false}} {
+		var scaled []float64
+		for _, x := range xs {
+			scaled = append(scaled, c.scale*x)
+		}
+		if d, lim := KSDistance(scaled, exp, 0), KSCritical(len(xs))+band; (d <= lim) != c.pass {
+			t.Errorf("a sample %.0f %% long: D = %.4f against %.4f, want within %v", 100*(c.scale-1), d, lim, c.pass)
+		}
+	}
 	ar, v := make([]float64, 100_000), 0.0
 	for i := range ar {
 		v = 0.9*v + r.NormFloat64()
