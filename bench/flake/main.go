@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -35,7 +36,10 @@ type run struct {
 	elapsed time.Duration
 	cpu     cpustat.Share
 	failed  []string
-	retries []string
+	// failures are the failed tests' own output, by name: what a flake
+	// said, kept for the table's reader.
+	failures map[string][]string
+	retries  []string
 	// unjudged are the tests testenv.Retry skipped: steal in every attempt.
 	unjudged []string
 	ok       bool
@@ -100,8 +104,9 @@ func suite(pkgs []string, timeout string, passes map[string]int) (run, error) {
 
 // tally reads go test's events.
 func tally(in io.Reader, passes map[string]int) run {
-	r := run{seconds: map[string]float64{}}
-	out := map[string]string{} // a test's "not judged" line, by name
+	r := run{seconds: map[string]float64{}, failures: map[string][]string{}}
+	out := map[string]string{}     // a test's "not judged" line, by name
+	lines := map[string][]string{} // each top-level test's output, its subtests' included
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -117,6 +122,10 @@ func tally(in io.Reader, passes map[string]int) run {
 		if e.Action == "output" && strings.Contains(e.Output, "not judged: the hypervisor") {
 			out[name] = e.Output
 		}
+		topName, _, _ := strings.Cut(name, "/")
+		if e.Action == "output" && e.Test != "" {
+			lines[topName] = append(lines[topName], strings.TrimRight(e.Output, "\n"))
+		}
 		if (e.Action == "pass" || e.Action == "fail") && (top || e.Test == "") {
 			r.seconds[name] = e.Elapsed
 		}
@@ -127,6 +136,9 @@ func tally(in io.Reader, passes map[string]int) run {
 			passes[name]++
 		case e.Action == "fail" && (top || e.Test == ""):
 			r.failed = append(r.failed, name)
+			if top {
+				r.failures[name] = lines[name]
+			}
 		case e.Action == "skip" && top && strings.Contains(out[name], "not judged: the hypervisor"):
 			r.unjudged = append(r.unjudged, name)
 		case e.Action == "output" && strings.Contains(e.Output, "during a measured stall"):
@@ -135,6 +147,9 @@ func tally(in io.Reader, passes map[string]int) run {
 	}
 	return r
 }
+
+// failureLines is how much of a failed test's output the table keeps.
+const failureLines = 40
 
 func print(w io.Writer, runs []run, passes map[string]int, n int) {
 	fmt.Fprintf(w, "| run | result | duration | CPU idle | steal | failed |\n|---|---|---|---|---|---|\n")
@@ -164,6 +179,21 @@ func print(w io.Writer, runs []run, passes map[string]int, n int) {
 	for i, r := range runs {
 		for _, x := range r.retries {
 			fmt.Fprintf(w, "- run %d: %s\n", i+1, x)
+			none = false
+		}
+	}
+	if none {
+		fmt.Fprintln(w, "- none")
+	}
+	fmt.Fprintf(w, "\nFailures (each failed test's last %d lines of output):\n", failureLines)
+	none = true
+	for i, r := range runs {
+		for _, name := range slices.Sorted(maps.Keys(r.failures)) {
+			l := r.failures[name]
+			fmt.Fprintf(w, "- run %d: %s\n", i+1, name)
+			for _, x := range l[max(0, len(l)-failureLines):] {
+				fmt.Fprintf(w, "    %s\n", x)
+			}
 			none = false
 		}
 	}
