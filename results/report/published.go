@@ -53,7 +53,7 @@ func PublishedPage(name string, runs []PublishedRun) string {
 }
 
 func publishedRun(b *strings.Builder, r PublishedRun) {
-	fmt.Fprintf(b, "\n## %s\n\n| | |\n|---|---|\n", r.Started.UTC().Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(b, "\n## %s\n\n| | |\n|---|---|\n", r.Started.UTC().Format(time.DateOnly+" 15:04")+" UTC")
 	variant := "full variant"
 	if r.Quick {
 		variant = "quick variant"
