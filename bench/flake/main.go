@@ -144,6 +144,9 @@ func tally(in io.Reader, passes map[string]int) run {
 		case e.Action == "output" && strings.Contains(e.Output, "during a measured stall"):
 			r.retries = append(r.retries, name+": "+strings.TrimSpace(e.Output))
 		}
+		if top && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip") {
+			delete(lines, name) // an ended test's output: kept above only if it failed
+		}
 	}
 	return r
 }
