@@ -105,8 +105,8 @@ func suite(pkgs []string, timeout string, passes map[string]int) (run, error) {
 // tally reads go test's events.
 func tally(in io.Reader, passes map[string]int) run {
 	r := run{seconds: map[string]float64{}, failures: map[string][]string{}}
-	out := map[string]string{}     // a test's "not judged" line, by name
-	lines := map[string][]string{} // each top-level test's output, its subtests' included
+	out := map[string]string{} // a test's "not judged" line, by name
+	lines := outputs{}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -122,10 +122,7 @@ func tally(in io.Reader, passes map[string]int) run {
 		if e.Action == "output" && strings.Contains(e.Output, "not judged: the hypervisor") {
 			out[name] = e.Output
 		}
-		topName, _, _ := strings.Cut(name, "/")
-		if e.Action == "output" && e.Test != "" {
-			lines[topName] = append(lines[topName], strings.TrimRight(e.Output, "\n"))
-		}
+		lines.add(e, name)
 		if (e.Action == "pass" || e.Action == "fail") && (top || e.Test == "") {
 			r.seconds[name] = e.Elapsed
 		}
@@ -144,11 +141,30 @@ func tally(in io.Reader, passes map[string]int) run {
 		case e.Action == "output" && strings.Contains(e.Output, "during a measured stall"):
 			r.retries = append(r.retries, name+": "+strings.TrimSpace(e.Output))
 		}
-		if top && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip") {
-			delete(lines, name) // an ended test's output: kept above only if it failed
+		if top {
+			lines.ended(e, name)
 		}
 	}
 	return r
+}
+
+// outputs is each running top-level test's output, its subtests'
+// included, by name: a failure's is kept, the rest dropped as each ends.
+type outputs map[string][]string
+
+func (o outputs) add(e event, name string) {
+	if e.Action == "output" && e.Test != "" {
+		top, _, _ := strings.Cut(name, "/")
+		o[top] = append(o[top], strings.TrimRight(e.Output, "\n"))
+	}
+}
+
+// ended forgets the output of top-level test name once e ends it.
+func (o outputs) ended(e event, name string) {
+	switch e.Action {
+	case "pass", "fail", "skip":
+		delete(o, name)
+	}
 }
 
 // failureLines is how much of a failed test's output the table keeps.
