@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,7 +28,30 @@ func TestMain(m *testing.M) {
 	if emu.IsAgent() {
 		main()
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if built.remove != nil {
+		built.remove()
+	}
+	os.Exit(code)
+}
+
+// built is the fabric binary that the tests which need a real one share:
+// built once for the package, on first use, not once per test.
+var built struct {
+	once   sync.Once
+	path   string
+	remove func()
+	err    error
+}
+
+// fabricBinary is the package's build of the fabric command.
+func fabricBinary(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() { built.path, built.remove, built.err = testenv.BuildFabric() })
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.path
 }
 
 // `fabric up` of a lab with pacers returns once the lab is up and leaves a

@@ -25,11 +25,7 @@ import (
 // of the two trials' own throughput over time.
 func TestBundlesMatchRun(t *testing.T) {
 	testenv.RequireRoot(t)
-	bin, remove, err := testenv.BuildFabric()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer remove()
+	bin := fabricBinary(t)
 	dir := t.TempDir()
 	prefix := emutest.Prefix(t, "bq")
 	exp := filepath.Join(dir, "two.yaml")

@@ -29,11 +29,7 @@ func TestSlurmOneNodeSweep(t *testing.T) {
 	for _, c := range []string{"munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo"} {
 		testenv.RequireCommand(t, c)
 	}
-	bin, remove, err := testenv.BuildFabric()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer remove()
+	bin := fabricBinary(t)
 	sc := startSlurm(t)
 	prefix := emutest.Prefix(t, "sl")
 	exp := filepath.Join(sc.dir, "sweep.yaml")

@@ -19,11 +19,7 @@ import (
 // transports on a built-in workload.
 func TestBinaryAloneRunsABuiltin(t *testing.T) {
 	testenv.RequireRoot(t)
-	bin, remove, err := testenv.BuildFabric()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer remove()
+	bin := fabricBinary(t)
 	dir := t.TempDir()
 	alone := filepath.Join(dir, "fabric")
 	b, err := os.ReadFile(bin)
