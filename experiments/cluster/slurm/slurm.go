@@ -255,6 +255,15 @@ var ErrNoAccounting = errors.New("slurm accounting is off")
 // Accounting prints sacct's record of the jobs; where accounting is off
 // it says so and prints squeue's record of them instead.
 func Accounting(ctx context.Context, w io.Writer, ids ...string) error {
+	// slurmctld sends a job's end to slurmdbd a moment after squeue shows it,
+	// so sacct is asked again, for a few seconds, until it has every end.
+	for try := 0; try < 10 && !sacctEnded(ctx, ids); try++ {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 	out, err := run(ctx, "sacct", "-j", strings.Join(ids, ","), "--format=JobID,JobName%24,State,ExitCode,Elapsed,NodeList", "-X")
 	if err == nil {
 		fmt.Fprintf(w, "sacct:\n%s", out)
@@ -264,4 +273,20 @@ func Accounting(ctx context.Context, w io.Writer, ids ...string) error {
 	out, qerr := run(ctx, "squeue", "-r", "--states=all", "-j", strings.Join(ids, ","), "-o", "%.14i %.24j %.10T %.10M %.8r %N")
 	fmt.Fprint(w, out)
 	return errors.Join(ErrNoAccounting, qerr)
+}
+
+// sacctEnded is whether sacct records every task of the jobs as ended, or
+// fails (as it does where accounting is off, which waiting cannot change).
+func sacctEnded(ctx context.Context, ids []string) bool {
+	out, err := run(ctx, "sacct", "-n", "-P", "-X", "-j", strings.Join(ids, ","), "--format=State")
+	if err != nil {
+		return true
+	}
+	for line := range strings.Lines(out) {
+		// A cancelled job's state is "CANCELLED by UID".
+		if f := strings.Fields(line); len(f) > 0 && !slices.Contains(ended, f[0]) {
+			return false
+		}
+	}
+	return true
 }
