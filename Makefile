@@ -57,8 +57,10 @@ else
 # Test tools the privileged tests call, installed from Debian in one go
 # when missing: tshark reads our pcaps back, python3 runs
 # examples/transport-python, Slurm and munge run the one-node cluster of
-# the cluster test (only the daemons and client, not slurm-wlm's plugins).
-DEPS := tshark:tshark python3:python3 slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client munged:munge
+# the cluster test (only the daemons and client, not slurm-wlm's plugins),
+# and slurmdbd on a private MariaDB give it the accounting sacct reads.
+DEPS := tshark:tshark python3:python3 slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client munged:munge \
+	slurmdbd:slurmdbd mariadbd:mariadb-server
 deps:
 	@missing=$$(for d in $(DEPS); do command -v $${d%%:*} >/dev/null || echo $${d#*:}; done); \
 	[ -z "$$missing" ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,15 +19,18 @@ import (
 	"github.com/fabric-emu/fabric/internal/testenv"
 )
 
-// A one-node Slurm cluster on this machine (munged, slurmctld and slurmd,
-// started here in the foreground so that the test owns their PIDs, with a
-// configuration written here and daemons on loopback only) runs a 4-trial
-// sweep end to end through fabric cluster slurm --submit: the job array,
-// one task per trial on the whole node, and the merge job after it. The
-// merged report has every trial, and nothing the test started is left.
+// A one-node Slurm cluster on this machine (munged, a private MariaDB,
+// slurmdbd, slurmctld and slurmd, started here in the foreground so that
+// the test owns their PIDs, with a configuration written here that points
+// every daemon at the loopback address) runs a 4-trial sweep end to end
+// through fabric cluster slurm --submit: the job array, one task per trial
+// on the whole node, and the merge job after it. The accounting printed is
+// sacct's, the merged report has every trial, and nothing the test started
+// is left.
 func TestSlurmOneNodeSweep(t *testing.T) {
 	testenv.RequireRoot(t)
-	for _, c := range []string{"munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo"} {
+	for _, c := range []string{"munged", "slurmctld", "slurmd", "slurmdbd", "mariadbd", "mariadb-install-db",
+		"sbatch", "squeue", "sinfo", "sacct"} {
 		testenv.RequireCommand(t, c)
 	}
 	bin := fabricBinary(t)
@@ -61,6 +65,7 @@ seed: 7
 	if !strings.Contains(string(out), "4 trials: 4 done") {
 		t.Errorf("the sweep's status is not 4 trials done")
 	}
+	checkSacct(t, string(out))
 	report, err := os.ReadFile(filepath.Join(shared, "results", "report.md"))
 	if err != nil {
 		t.Fatalf("no merged report: %v", err)
@@ -87,6 +92,30 @@ seed: 7
 	t.Logf("fabric cluster status:\n%s", status)
 	if err != nil || !strings.Contains(string(status), "4 trials: 4 done") {
 		t.Errorf("fabric cluster status: %v", err)
+	}
+}
+
+// checkSacct checks that the accounting fabric printed is sacct's, not
+// squeue's fallback: a header naming JobID and State, and each of the four
+// trial tasks COMPLETED.
+func checkSacct(t *testing.T, out string) {
+	t.Helper()
+	_, acct, ok := strings.Cut(out, "\nsacct:\n")
+	if !ok {
+		t.Fatalf("fabric printed no sacct accounting")
+	}
+	lines := strings.Split(acct, "\n")
+	if h := strings.Fields(lines[0]); !slices.Contains(h, "JobID") || !slices.Contains(h, "State") {
+		t.Errorf("sacct's header is %q, want JobID and State", lines[0])
+	}
+	done := map[string]bool{}
+	for _, l := range lines[1:] {
+		if f := strings.Fields(l); len(f) > 2 && strings.Contains(f[0], "_") && slices.Contains(f, "COMPLETED") {
+			done[f[0]] = true
+		}
+	}
+	if len(done) != 4 {
+		t.Errorf("sacct has %d trial tasks COMPLETED (%v), want 4", len(done), done)
 	}
 }
 
@@ -122,7 +151,7 @@ func startSlurm(t *testing.T) *slurmCluster {
 		}
 		sc.stop(t)
 	})
-	for _, d := range []string{"munge", "state", "spool", "log"} {
+	for _, d := range []string{"munge", "state", "spool", "log", "db"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -137,9 +166,11 @@ func startSlurm(t *testing.T) *slurmCluster {
 		"--pid-file", filepath.Join(dir, "munge", "munged.pid"), "--log-file", filepath.Join(dir, "log", "munged.log"),
 		"--seed-file", filepath.Join(dir, "munge", "munged.seed"))
 	waitFor(t, 10*time.Second, "munged's socket", func() bool { _, err := os.Stat(socket); return err == nil })
+	conf := filepath.Join(dir, "slurm.conf")
+	sc.env = append(os.Environ(), "SLURM_CONF="+conf)
+	dbdPort := sc.startAccounting(t, socket)
 	host, _ := os.Hostname()
 	host, _, _ = strings.Cut(host, ".")
-	conf := filepath.Join(dir, "slurm.conf")
 	text := fmt.Sprintf(`ClusterName=fabtest
 SlurmctldHost=%[1]s(127.0.0.1)
 SlurmUser=root
@@ -159,7 +190,10 @@ SlurmdLogFile=%[5]s/log/slurmd.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort=%[6]d
+AccountingStoragePass=%[4]s
 JobCompType=jobcomp/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
@@ -170,11 +204,10 @@ MinJobAge=300
 KillWait=5
 NodeName=%[1]s NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN
 PartitionName=fabric Nodes=%[1]s Default=YES MaxTime=INFINITE State=UP
-`, host, freePort(t), freePort(t), socket, dir)
+`, host, freePort(t), freePort(t), socket, dir, dbdPort)
 	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sc.env = append(os.Environ(), "SLURM_CONF="+conf)
 	sc.start(t, "slurmctld", "-D", "-f", conf)
 	sc.start(t, "slurmd", "-D", "-f", conf)
 	waitFor(t, 30*time.Second, "the node to be idle", func() bool {
@@ -184,6 +217,57 @@ PartitionName=fabric Nodes=%[1]s Default=YES MaxTime=INFINITE State=UP
 		return strings.TrimSpace(string(out)) == "idle"
 	})
 	return sc
+}
+
+// startAccounting starts the storage sacct reads: a private MariaDB on a
+// free loopback port (its own data directory and socket, no grant tables,
+// since nothing but this test can reach it) and slurmdbd on it, whose
+// slurmdbd.conf sits next to SLURM_CONF, where slurmdbd looks. It returns
+// slurmdbd's port.
+func (sc *slurmCluster) startAccounting(t *testing.T, mungeSocket string) int {
+	data := filepath.Join(sc.dir, "db")
+	install := exec.Command("mariadb-install-db", "--no-defaults", "--datadir="+data, "--user=root",
+		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve")
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
+	}
+	dbPort := freePort(t)
+	sc.start(t, "mariadbd", "--no-defaults", "--datadir="+data, "--user=root", "--skip-grant-tables",
+		"--bind-address=127.0.0.1", fmt.Sprintf("--port=%d", dbPort), "--socket="+filepath.Join(data, "mariadbd.sock"),
+		"--pid-file="+filepath.Join(data, "mariadbd.pid"), "--log-error="+filepath.Join(sc.dir, "log", "mariadbd.log"),
+		"--skip-log-bin", "--innodb-buffer-pool-size=64M", "--innodb-flush-log-at-trx-commit=0")
+	waitFor(t, 30*time.Second, "mariadbd's port", func() bool { return dialable(dbPort) })
+	dbdPort := freePort(t)
+	text := fmt.Sprintf(`AuthType=auth/munge
+AuthInfo=socket=%[1]s
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort=%[2]d
+SlurmUser=root
+PidFile=%[3]s/slurmdbd.pid
+LogFile=%[3]s/log/slurmdbd.log
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=%[4]d
+StorageUser=root
+StorageLoc=slurm_acct_db
+`, mungeSocket, dbdPort, sc.dir, dbPort)
+	// slurmdbd refuses a configuration others may read or the SlurmUser does not own.
+	if err := os.WriteFile(filepath.Join(sc.dir, "slurmdbd.conf"), []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sc.start(t, "slurmdbd", "-D")
+	waitFor(t, 30*time.Second, "slurmdbd's port", func() bool { return dialable(dbdPort) })
+	return dbdPort
+}
+
+// dialable is whether a TCP connection to the loopback port opens.
+func dialable(port int) bool {
+	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+	if err == nil {
+		c.Close()
+	}
+	return err == nil
 }
 
 // start starts a daemon in the foreground, its output in the log
