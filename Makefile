@@ -82,6 +82,8 @@ flake: deps
 bench: build
 	@echo "== lab lifecycle: fabric up/down of fat trees (median, peak RSS)"
 	$(GO) run ./bench/lifecycle -fabric $(BIN) -k 4,8,16 -n 5
+	@echo "== delay line from outside: agent CPU per packet, one-way lateness (any build: -fabric)"
+	$(GO) run ./bench/delayline -fabric $(BIN) -kpps 10,20,50
 	@for s in bench/*.sh; do [ -x "$$s" ] && { echo "== $$s"; "$$s" || exit 1; }; done; true
 	@echo "== Go benchmarks"
 	$(GO) test -p 1 -run '^$$' -bench . -benchtime 1x ./... 2>&1 | grep -E '^(Benchmark|ok|FAIL|---)'
