@@ -97,7 +97,8 @@ func measure(bin, self string, agent int, kpps float64, dir string) {
 
 // send paces datagrams carrying their CLOCK_MONOTONIC send time, all those
 // due by now in each turn, turns ~100 µs apart, and prints how many it sent
-// (a failed write is not sent, and not tried again).
+// (a failed write is not sent, and not tried again); a sender that falls
+// behind stops at the duration's count or time, whichever comes first.
 func send(args []string) {
 	kpps, err := strconv.ParseFloat(args[1], 64)
 	check(err)
@@ -106,8 +107,9 @@ func send(args []string) {
 	buf := make([]byte, size)
 	gap := time.Duration(float64(time.Second) / (kpps * 1e3))
 	start, next, sent := time.Now(), 0, 0
-	for time.Since(start) < duration {
-		for ; !start.Add(time.Duration(next) * gap).After(time.Now()); next++ {
+	total := int(duration / gap)
+	for time.Since(start) < duration && next < total {
+		for ; next < total && !start.Add(time.Duration(next)*gap).After(time.Now()); next++ {
 			binary.LittleEndian.PutUint64(buf, uint64(mono()))
 			if _, err := conn.Write(buf); err == nil {
 				sent++
