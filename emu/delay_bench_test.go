@@ -76,6 +76,9 @@ func measureRate(b *testing.B, lab *emu.Lab, kpps float64) {
 	after, _ := w.Stats()
 	cpu1, _ := w.LoopCPU()
 	machine, _ := testenv.ReadCPU(b).Since(machine0)
+	if err := w.Err(); err != nil {
+		b.Fatalf("%g kpps: the delay loop stopped: %v", kpps, err)
+	}
 	d := after.Since(before)
 	got := len(sink.Received())
 	n := float64(max(d.Released(), 1))

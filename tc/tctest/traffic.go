@@ -18,6 +18,7 @@ import (
 
 	"github.com/fabric-emu/fabric/internal/snmp"
 	"github.com/fabric-emu/fabric/tc"
+	"github.com/fabric-emu/fabric/tc/delay"
 )
 
 // Wire overhead of a UDP/IPv4 datagram on a veth: Ethernet 14 + IP 20 +
@@ -278,7 +279,10 @@ type UDPStream struct {
 // deadlines (clock_nanosleep), so that a busy machine delays its wake-ups
 // by microseconds, not milliseconds. When it still wakes late it catches
 // up at once (long-term rate exact), or with Smooth skips what it missed
-// (no bursts). It returns the number of packets sent.
+// (no bursts). It keeps off the delay lines' CPU (delay.LoopCPU): a
+// real-time thread there takes that CPU from the loop, which at a few
+// tens of kpps then falls seconds behind. It returns the number of
+// packets sent.
 func (l *Lab) SendUDP(ctx context.Context, s UDPStream) (int, error) { return SendUDP(ctx, l, s) }
 
 // SendUDP is Lab.SendUDP on any Namespaces.
@@ -306,6 +310,16 @@ func SendUDP(ctx context.Context, ns Namespaces, s UDPStream) (int, error) {
 	defer conn.Close()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	if delay.LoopCPU >= 0 {
+		var all, others unix.CPUSet
+		if unix.SchedGetaffinity(0, &all) == nil {
+			others = all
+			others.Clear(delay.LoopCPU)
+			if others.Count() > 0 && unix.SchedSetaffinity(0, &others) == nil {
+				defer unix.SchedSetaffinity(0, &all)
+			}
+		}
+	}
 	if unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}, 0) == nil {
 		defer unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: 0 /* SCHED_OTHER */}, 0)
 	}
