@@ -93,6 +93,29 @@ seed: 7
 	if err != nil || !strings.Contains(string(status), "4 trials: 4 done") {
 		t.Errorf("fabric cluster status: %v", err)
 	}
+	resubmitOne(ctx, t, bin, sc, shared)
+}
+
+// resubmitOne loses one trial's results and checks that --resubmit runs
+// that trial alone again, through Slurm, until all four are done.
+func resubmitOne(ctx context.Context, t *testing.T, bin string, sc *slurmCluster, shared string) {
+	lost := filepath.Join(shared, "results", "dctcp", "trial-2")
+	if err := os.RemoveAll(lost); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, bin, "cluster", "status", shared, "--resubmit", "--every", "1s")
+	cmd.Env = sc.env
+	out, err := cmd.CombinedOutput()
+	t.Logf("fabric cluster status --resubmit:\n%s", out)
+	if err != nil {
+		t.Fatalf("fabric cluster status --resubmit: %v\n%s", err, sc.logs())
+	}
+	if !strings.Contains(string(out), "resubmitting 1 trial(s): 3") || !strings.Contains(string(out), "4 trials: 4 done") {
+		t.Errorf("--resubmit did not run trial index 3 (dctcp, trial 2) alone to completion")
+	}
+	if _, err := os.Stat(filepath.Join(lost, "COMPLETE")); err != nil {
+		t.Errorf("the resubmitted trial left no COMPLETE: %v", err)
+	}
 }
 
 // checkSacct checks that the accounting fabric printed is sacct's, not
