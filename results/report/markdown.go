@@ -206,26 +206,16 @@ func table(b *strings.Builder, keys []string, rows []Row, cols []column) {
 	rows = slices.DeleteFunc(slices.Clone(rows), func(r Row) bool {
 		return !slices.ContainsFunc(cols, func(c column) bool { return !math.IsNaN(c.get(r)) })
 	})
-	b.WriteString("|")
-	sep := "|"
-	for _, k := range keys {
-		b.WriteString(" " + k + " |")
-		sep += "---|"
-	}
-	b.WriteString(" scheme | trials |")
-	sep += "---|---:|"
+	t := Table{Header: slices.Concat(keys, []string{"scheme", "trials"}), Right: make([]bool, len(keys)+1)}
+	t.Right = append(t.Right, true)
 	for _, c := range cols {
-		b.WriteString(" " + c.name + " |")
-		sep += "---:|"
+		t.Header = append(t.Header, c.name)
+		t.Right = append(t.Right, true)
 	}
-	b.WriteString(" fidelity |\n" + sep + "---|\n")
+	t.Header = append(t.Header, "fidelity")
 	best := bestPerKeys(rows, cols)
 	for _, r := range rows {
-		b.WriteString("|")
-		for _, v := range r.Keys {
-			b.WriteString(" " + v + " |")
-		}
-		fmt.Fprintf(b, " %s | %d |", r.Scheme, r.Trials)
+		cells := slices.Concat(r.Keys, []string{r.Scheme, strconv.Itoa(r.Trials)})
 		id := strings.Join(r.Keys, "\x00")
 		for i, c := range cols {
 			v := c.get(r)
@@ -233,14 +223,15 @@ func table(b *strings.Builder, keys []string, rows []Row, cols []column) {
 			if !math.IsNaN(v) && v == best[id][i] && countWithKeys(rows, id) > 1 {
 				cell = "**" + cell + "**"
 			}
-			b.WriteString(" " + cell + " |")
+			cells = append(cells, cell)
 		}
 		flag := "ok"
 		if r.Unfaith > 0 {
 			flag = fmt.Sprintf("%d of %d unfaithful", r.Unfaith, r.Trials)
 		}
-		b.WriteString(" " + flag + " |\n")
+		t.Rows = append(t.Rows, append(cells, flag))
 	}
+	b.WriteString(t.Markdown())
 }
 
 // bestPerKeys is, per set of sweep values, each column's best value.
@@ -302,26 +293,19 @@ func spectrumTables(b *strings.Builder, sh shape, rows []Row) {
 		name string
 		get  func(SpectrumCell) float64
 	}{{"99th percentile", func(c SpectrumCell) float64 { return c.P99 }}, {"median", func(c SpectrumCell) float64 { return c.P50 }}} {
-		fmt.Fprintf(b, "\n%s slowdown by size group:\n\n|", pct.name)
-		for _, k := range sh.keys {
-			b.WriteString(" " + k + " |")
-		}
-		b.WriteString(" scheme |")
+		t := Table{Header: slices.Concat(sh.keys, []string{"scheme"}), Right: make([]bool, len(sh.keys)+1)}
 		for _, c := range with[0].Spectrum {
-			fmt.Fprintf(b, " ≤%g%% |", c.Hi*100)
+			t.Header = append(t.Header, fmt.Sprintf("≤%g%%", c.Hi*100))
+			t.Right = append(t.Right, true)
 		}
-		b.WriteString("\n|" + strings.Repeat("---|", len(sh.keys)+1) + strings.Repeat("---:|", len(with[0].Spectrum)) + "\n")
 		for _, r := range with {
-			b.WriteString("|")
-			for _, v := range r.Keys {
-				b.WriteString(" " + v + " |")
-			}
-			b.WriteString(" " + r.Scheme + " |")
+			cells := slices.Concat(r.Keys, []string{r.Scheme})
 			for _, c := range r.Spectrum {
-				fmt.Fprintf(b, " %s (%s) |", num(pct.get(c), 2), sizeText(c.MaxSize))
+				cells = append(cells, fmt.Sprintf("%s (%s)", num(pct.get(c), 2), sizeText(c.MaxSize)))
 			}
-			b.WriteString("\n")
+			t.Rows = append(t.Rows, cells)
 		}
+		fmt.Fprintf(b, "\n%s slowdown by size group:\n\n%s", pct.name, t.Markdown())
 	}
 }
 
