@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/fabric-emu/fabric/experiments/fluid"
@@ -274,14 +273,15 @@ func orNil(candidates [][]int) [][]int {
 
 // ModelMarkdown is ModelCapacity's answers as a table.
 func ModelMarkdown(spec *Spec, answers []ModelAnswer) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "## Capacity by the model alone\n\nSWP's fluid model of the bottleneck (no lab): per scheme, the least rate in "+
-		"[%s, %s] at which the model meets every SLO over the search's %d trial(s) of messages. A guess to check with the "+
-		"emulated search, not a result.\n\n| scheme | least rate by the model |\n|---|---|\n", spec.Search.Rate.Min, spec.Search.Rate.Max, spec.Trials)
+	t := report.Table{Header: []string{"scheme", "least rate by the model"}}
 	for _, a := range answers {
-		fmt.Fprintf(&b, "| %s | %s |\n", a.Scheme, guessesText(a.Guesses, spec.Search.Rate.Max.String()))
+		t.Rows = append(t.Rows, []string{a.Scheme, guessesText(a.Guesses, spec.Search.Rate.Max.String())})
 	}
-	return b.String()
+	return report.Blocks(report.Heading(2, "Capacity by the model alone"),
+		fmt.Sprintf("SWP's fluid model of the bottleneck (no lab): per scheme, the least rate in [%s, %s] at which the model "+
+			"meets every SLO over the search's %d trial(s) of messages. A guess to check with the emulated search, not a result.",
+			spec.Search.Rate.Min, spec.Search.Rate.Max, spec.Trials),
+		t.Markdown())
 }
 
 // connsOf is how many connections the tcp transport of scheme sc keeps

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -373,57 +374,74 @@ func mbit(bps float64) string { return fmt.Sprintf("%.3g Mbit/s", bps/1e6) }
 // searchMarkdown is the report's section on the search's answers.
 func searchMarkdown(spec *Spec, schemes []SchemeSearch) string {
 	q := spec.Search
-	var b strings.Builder
-	fmt.Fprintf(&b, "\n## Capacity search\n\nLeast link rate at which every class meets its SLO, per scheme: bisection on the "+
-		"logarithm of the rate in [%s, %s] (the floor raised to the rate the classes offer), to within %g %%; each probe is %d "+
-		"trial(s) and meets when every objective's mean over them is within target (the SLO table's verdict)%s.\n\n",
-		q.Rate.Min, q.Rate.Max, q.tolerance()*100, spec.Trials, rerunsText(spec.Reruns))
+	blocks := []string{report.Heading(2, "Capacity search"),
+		fmt.Sprintf("Least link rate at which every class meets its SLO, per scheme: bisection on the logarithm of the rate in "+
+			"[%s, %s] (the floor raised to the rate the classes offer), to within %g %%; each probe is %d trial(s) and meets "+
+			"when every objective's mean over them is within target (the SLO table's verdict)%s.",
+			q.Rate.Min, q.Rate.Max, q.tolerance()*100, spec.Trials, rerunsText(spec.Reruns))}
 	if q.FirstGuess == FirstGuessModel {
-		b.WriteString("Each candidate's search started at the model's first guess (SWP's fluid model of the bottleneck over the " +
-			"search's own messages: the least rate at which the model meets every SLO), then walked away from it in doubling " +
-			"steps until a probe met and one missed, and bisected between them.\n\n")
+		blocks = append(blocks, "Each candidate's search started at the model's first guess (SWP's fluid model of the bottleneck "+
+			"over the search's own messages: the least rate at which the model meets every SLO), then walked away from it in "+
+			"doubling steps until a probe met and one missed, and bisected between them.")
+	}
+	t := report.Table{
+		Header: []string{"scheme", "least rate", "at the paper's scale", "weights", "probes", "trials",
+			"probes saved by the floor", "model's guess", "answer"},
+		Right: []bool{false, true, true, false, true, true, true, false, false},
 	}
 	s := spec.Scale.Factor(spec.labRateBPS())
-	b.WriteString("| scheme | least rate | at the paper's scale | weights | probes | trials | probes saved by the floor | model's guess | answer |\n" +
-		"|---|---:|---:|---|---:|---:|---:|---|---|\n")
 	for _, r := range schemes {
-		rate, paperRate, weights, answer := mbit(r.RateBPS), "–", "–", "met"
-		if !r.Met {
-			rate = "–"
-		}
-		if s > 0 && r.Met {
-			paperRate = fmt.Sprintf("%.3g Gbit/s", r.RateBPS*s/1e9)
-		}
-		if len(r.Weights) > 0 {
-			weights = weightsText(r.Weights, ":")
-		}
-		switch {
-		case r.Exhausted && !r.Met:
-			answer = "trial budget spent before any probe met"
-		case !r.Met:
-			answer = "not met up to " + q.Rate.Max.String()
-		case r.Exhausted:
-			answer = "met; trial budget spent before the bracket closed"
-		}
-		if n, of := r.suspect(); n > 0 {
-			answer += fmt.Sprintf("; suspect: %d of the %d trials it rests on unfaithful", n, of)
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d | %d | %s | %s |\n", r.Scheme, rate, paperRate, weights,
-			len(r.Steps), r.Trials, r.ProbesSaved, guessesText(r.Guesses, q.Rate.Max.String()), answer)
+		t.Rows = append(t.Rows, searchRow(q, s, r))
 	}
+	blocks = append(blocks, t.Markdown())
 	if len(schemes) > 1 && schemes[0].Met {
-		fmt.Fprintf(&b, "\nInflation (%s's least rate over each scheme's):", schemes[0].Scheme)
-		first, _ := schemes[0].suspect() // a suspect numerator makes every ratio suspect
-		for _, r := range schemes[1:] {
-			if r.Met {
-				mark := ""
-				if n, _ := r.suspect(); n+first > 0 {
-					mark = " (suspect)"
-				}
-				fmt.Fprintf(&b, " %s %.2f×%s;", r.Scheme, schemes[0].RateBPS/r.RateBPS, mark)
+		blocks = append(blocks, inflationText(schemes))
+	}
+	return "\n" + report.Blocks(blocks...)
+}
+
+// searchRow is a scheme's answer as the table's cells, s being the run's
+// time-scale factor (0 when it has none).
+func searchRow(q *SearchSpec, s float64, r SchemeSearch) []string {
+	rate, paperRate, weights, answer := mbit(r.RateBPS), "–", "–", "met"
+	if !r.Met {
+		rate = "–"
+	}
+	if s > 0 && r.Met {
+		paperRate = fmt.Sprintf("%.3g Gbit/s", r.RateBPS*s/1e9)
+	}
+	if len(r.Weights) > 0 {
+		weights = weightsText(r.Weights, ":")
+	}
+	switch {
+	case r.Exhausted && !r.Met:
+		answer = "trial budget spent before any probe met"
+	case !r.Met:
+		answer = "not met up to " + q.Rate.Max.String()
+	case r.Exhausted:
+		answer = "met; trial budget spent before the bracket closed"
+	}
+	if n, of := r.suspect(); n > 0 {
+		answer += fmt.Sprintf("; suspect: %d of the %d trials it rests on unfaithful", n, of)
+	}
+	return []string{r.Scheme, rate, paperRate, weights, strconv.Itoa(len(r.Steps)), strconv.Itoa(r.Trials),
+		strconv.Itoa(r.ProbesSaved), guessesText(r.Guesses, q.Rate.Max.String()), answer}
+}
+
+// inflationText is the first scheme's least rate over each other one's
+// that met.
+func inflationText(schemes []SchemeSearch) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Inflation (%s's least rate over each scheme's):", schemes[0].Scheme)
+	first, _ := schemes[0].suspect() // a suspect numerator makes every ratio suspect
+	for _, r := range schemes[1:] {
+		if r.Met {
+			mark := ""
+			if n, _ := r.suspect(); n+first > 0 {
+				mark = " (suspect)"
 			}
+			fmt.Fprintf(&b, " %s %.2f×%s;", r.Scheme, schemes[0].RateBPS/r.RateBPS, mark)
 		}
-		b.WriteString("\n")
 	}
 	return b.String()
 }

@@ -3,7 +3,6 @@ package paper
 import (
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/fabric-emu/fabric/results/report"
 )
@@ -73,9 +72,9 @@ func rowValue(scheme, workload string, load float64, get func(report.Row) float6
 
 func shortP99(r report.Row) float64 { return r.ShortP99 }
 
-// claimsMarkdown renders the claims with their verdicts.
-func claimsMarkdown(b *strings.Builder, results []ClaimResult) {
-	b.WriteString("| claim | source | wanted | fabric | verdict |\n|---|---|---:|---:|---|\n")
+// claimsTable is the claims with their verdicts.
+func claimsTable(results []ClaimResult) report.Table {
+	t := report.Table{Header: []string{"claim", "source", "wanted", "fabric", "verdict"}, Right: []bool{false, false, true, true, false}}
 	for _, r := range results {
 		verdict := "n/a"
 		switch {
@@ -85,8 +84,9 @@ func claimsMarkdown(b *strings.Builder, results []ClaimResult) {
 		default:
 			verdict = "FAIL"
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", r.Label, r.Source, r.want(), num2(r.Value), verdict)
+		t.Rows = append(t.Rows, []string{r.Label, r.Source, r.want(), num2(r.Value), verdict})
 	}
+	return t
 }
 
 func num2(v float64) string {

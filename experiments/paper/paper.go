@@ -339,41 +339,61 @@ func order(labels []string, values []float64) string {
 // verdict per row.
 func (c *Comparison) Markdown() string {
 	t := c.Table
-	var b strings.Builder
-	fmt.Fprintf(&b, "## Paper side by side: %s\n\n", t.Title)
+	title := report.Heading(2, "Paper side by side: "+t.Title)
 	if t.Claims != nil {
-		fmt.Fprintf(&b, "Source: %s. Metric: %s (dimensionless: no scaling).\n\n", t.Source, t.Metric)
-		claimsMarkdown(&b, c.Claims)
-		return b.String()
+		return report.Blocks(title, fmt.Sprintf("Source: %s. Metric: %s (dimensionless: no scaling).", t.Source, t.Metric),
+			claimsTable(c.Claims).Markdown())
 	}
 	s := c.Scale
 	if s <= 0 {
 		s = 1
 	}
+	intro := fmt.Sprintf("Source: %s. Metric: %s. Cells are paper / fabric at the paper's scale (fabric's measurement divided by the "+
+		"run's time-scale factor s = %g; raw in brackets); the ratio is to %s in the same row.", t.Source, t.Metric, s, t.Baseline)
 	if c.PaperUnits {
-		fmt.Fprintf(&b, "Source: %s. Metric: %s. Cells are paper / fabric, fabric's in the paper's units (each trial's times divided "+
-			"by the s it ran at); the ratio is to %s in the same row.\n\n", t.Source, t.Metric, t.Baseline)
-	} else {
-		fmt.Fprintf(&b, "Source: %s. Metric: %s. Cells are paper / fabric at the paper's scale (fabric's measurement divided by the "+
-			"run's time-scale factor s = %g; raw in brackets); the ratio is to %s in the same row.\n\n", t.Source, t.Metric, s, t.Baseline)
+		intro = fmt.Sprintf("Source: %s. Metric: %s. Cells are paper / fabric, fabric's in the paper's units (each trial's times divided "+
+			"by the s it ran at); the ratio is to %s in the same row.", t.Source, t.Metric, t.Baseline)
 	}
-	base := slices.Index(t.Schemes, t.Baseline)
-	b.WriteString("| row |")
-	sep := "|---|"
-	for _, l := range t.Labels {
-		b.WriteString(" " + l + " paper / fabric | ratio paper / fabric |")
-		sep += "---:|---:|"
-	}
-	b.WriteString(" ordering |\n" + sep + "---|\n")
+	var orders []string
 	for _, r := range c.Rows {
-		fmt.Fprintf(&b, "| %s |", r.Label)
+		orders = append(orders, fmt.Sprintf("%s: paper %s; fabric %s", r.Label, order(t.Labels, r.Values), order(t.Labels, r.Measured)))
+	}
+	p, n := c.Passed()
+	blocks := []string{title, intro, c.sideBySide(s).Markdown(), "Ordering per row (lowest first):", report.List(orders),
+		fmt.Sprintf("Ordering agrees in %d of %d rows.", p, n)}
+	if len(c.Slowdown) > 0 {
+		slow := report.Table{Header: []string{"load", "paper", "eq. 3", "fabric"}, Right: []bool{false, true, true, true}}
+		for _, r := range c.Slowdown {
+			slow.Rows = append(slow.Rows, []string{fmt.Sprintf("%g%%", r.Load*100), fmt.Sprintf("%.2f", r.Paper),
+				fmt.Sprintf("%.2f", r.Theory), ratio(r.Measured, 1)})
+		}
+		blocks = append(blocks, report.Heading(3, "10 MB FCT slowdown of DCTCP-PQ950-Pacer (HULL eq. 3, Fig. 10)"),
+			"PQ's average 10 MB FCT over the best scheme's at the same load. Theory: (1−ρ)/(γ−ρ) with γ = 0.95 less 8% "+
+				"for DCTCP's rate fluctuation, as in Fig. 10.", slow.Markdown())
+	}
+	return report.Blocks(blocks...)
+}
+
+// sideBySide is the table of paper and fabric values, fabric's divided
+// by the time-scale factor s.
+func (c *Comparison) sideBySide(s float64) report.Table {
+	t := c.Table
+	base := slices.Index(t.Schemes, t.Baseline)
+	tab := report.Table{Header: []string{"row"}, Right: []bool{false}}
+	for _, l := range t.Labels {
+		tab.Header = append(tab.Header, l+" paper / fabric", "ratio paper / fabric")
+		tab.Right = append(tab.Right, true, true)
+	}
+	tab.Header = append(tab.Header, "ordering")
+	for _, r := range c.Rows {
+		row := []string{r.Label}
 		for i := range t.Schemes {
 			raw := " (" + num(r.Measured[i]) + ")"
 			if c.PaperUnits {
 				raw = ""
 			}
-			fmt.Fprintf(&b, " %s / %s%s | %s / %s |", num(r.Values[i]), num(r.Measured[i]/s), raw,
-				ratio(r.Values[i], r.Values[base]), ratio(r.Measured[i], r.Measured[base]))
+			row = append(row, fmt.Sprintf("%s / %s%s", num(r.Values[i]), num(r.Measured[i]/s), raw),
+				fmt.Sprintf("%s / %s", ratio(r.Values[i], r.Values[base]), ratio(r.Measured[i], r.Measured[base])))
 		}
 		verdict := "FAIL"
 		switch {
@@ -382,21 +402,7 @@ func (c *Comparison) Markdown() string {
 		case r.Pass:
 			verdict = "PASS"
 		}
-		b.WriteString(" " + verdict + " |\n")
+		tab.Rows = append(tab.Rows, append(row, verdict))
 	}
-	b.WriteString("\nOrdering per row (lowest first):\n\n")
-	for _, r := range c.Rows {
-		fmt.Fprintf(&b, "- %s: paper %s; fabric %s\n", r.Label, order(t.Labels, r.Values), order(t.Labels, r.Measured))
-	}
-	p, n := c.Passed()
-	fmt.Fprintf(&b, "\nOrdering agrees in %d of %d rows.\n", p, n)
-	if len(c.Slowdown) > 0 {
-		b.WriteString("\n### 10 MB FCT slowdown of DCTCP-PQ950-Pacer (HULL eq. 3, Fig. 10)\n\n")
-		b.WriteString("PQ's average 10 MB FCT over the best scheme's at the same load. Theory: (1−ρ)/(γ−ρ) with γ = 0.95 less 8% " +
-			"for DCTCP's rate fluctuation, as in Fig. 10.\n\n| load | paper | eq. 3 | fabric |\n|---|---:|---:|---:|\n")
-		for _, r := range c.Slowdown {
-			fmt.Fprintf(&b, "| %g%% | %.2f | %.2f | %s |\n", r.Load*100, r.Paper, r.Theory, ratio(r.Measured, 1))
-		}
-	}
-	return b.String()
+	return tab
 }
