@@ -186,6 +186,13 @@ func extraP(delta int) {
 	runtime.GOMAXPROCS(baseProc + extraPs)
 }
 
+// Running says whether this process runs a delay loop now.
+func Running() bool {
+	extraMu.Lock()
+	defer extraMu.Unlock()
+	return extraPs > 0
+}
+
 // setup runs inside the delay namespace.
 func (w *Loop) setup() error {
 	var err error

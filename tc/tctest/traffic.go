@@ -279,10 +279,10 @@ type UDPStream struct {
 // deadlines (clock_nanosleep), so that a busy machine delays its wake-ups
 // by microseconds, not milliseconds. When it still wakes late it catches
 // up at once (long-term rate exact), or with Smooth skips what it missed
-// (no bursts). It keeps off the delay lines' CPU (delay.LoopCPU): a
-// real-time thread there takes that CPU from the loop, which at a few
-// tens of kpps then falls seconds behind. It returns the number of
-// packets sent.
+// (no bursts). While this process runs delay lines it keeps off their
+// CPU (delay.LoopCPU): a real-time thread there takes that CPU from the
+// loop, which at a few tens of kpps then falls seconds behind. It returns
+// the number of packets sent.
 func (l *Lab) SendUDP(ctx context.Context, s UDPStream) (int, error) { return SendUDP(ctx, l, s) }
 
 // SendUDP is Lab.SendUDP on any Namespaces.
@@ -352,11 +352,12 @@ func SendUDP(ctx context.Context, ns Namespaces, s UDPStream) (int, error) {
 	}
 }
 
-// offLoopCPU moves the calling thread off delay.LoopCPU when another of
-// its CPUs is allowed, and returns what puts it back.
+// offLoopCPU moves the calling thread off delay.LoopCPU when a delay loop
+// runs here and another of its CPUs is allowed, and returns what puts it
+// back.
 func offLoopCPU() func() {
 	var all unix.CPUSet
-	if delay.LoopCPU < 0 || unix.SchedGetaffinity(0, &all) != nil {
+	if delay.LoopCPU < 0 || !delay.Running() || unix.SchedGetaffinity(0, &all) != nil {
 		return func() {}
 	}
 	others := all
