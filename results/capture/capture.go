@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +34,7 @@ import (
 
 	"github.com/fabric-emu/fabric/internal/cpustat"
 	"github.com/fabric-emu/fabric/internal/netnsutil"
+	"github.com/fabric-emu/fabric/tc/delay"
 )
 
 // DefaultSnaplen keeps Ethernet, IPv4, TCP with options or UDP with 64+
@@ -136,6 +138,9 @@ func Start(ctx context.Context, p Point, dir string, opts Options) (*Session, er
 	err = netnsutil.Do(p.NetNS, func() error {
 		// afpacket binds the socket and resolves the interface index in
 		// the calling thread's namespace, so all of it happens in here.
+		// Allocating the ring holds a CPU for tens of ms in the kernel,
+		// and captures start with the traffic running.
+		defer delay.OffLoopCPU()()
 		tp, err := afpacket.NewTPacket(
 			afpacket.OptInterface(p.Ifname),
 			afpacket.OptTPacketVersion(afpacket.TPacketVersion3),
@@ -234,7 +239,7 @@ func (s *Session) run(ctx context.Context, f *os.File, bw *bufio.Writer, w *pcap
 		s.stats.Drops = uint64(v3.Drops())
 		s.stats.FreezeCount = uint64(v3.QueueFreezes())
 	}
-	s.tp.Close()
+	closeOffLoopCPU(s.tp)
 	if err := bw.Flush(); err != nil {
 		s.err = errors.Join(s.err, fmt.Errorf("capture %s: %w", s.file, err))
 	}
@@ -348,4 +353,13 @@ func StopAll(sessions []*Session) ([]Stats, error) {
 		errs = append(errs, err)
 	}
 	return all, errors.Join(errs...)
+}
+
+// closeOffLoopCPU frees tp's ring (the kernel's work of milliseconds) off
+// the delay lines' CPU (delay.OffLoopCPU).
+func closeOffLoopCPU(tp *afpacket.TPacket) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer delay.OffLoopCPU()()
+	tp.Close()
 }

@@ -481,6 +481,25 @@ var LoopCPU = func() int {
 	return 0
 }()
 
+// OffLoopCPU moves the calling thread, which must be locked to it, off
+// LoopCPU while a delay loop runs in this process (and another CPU is
+// allowed), and returns what puts it back. For work that holds a CPU in
+// the kernel for milliseconds without a point where it can be preempted
+// (a capture ring's allocation, a real-time sender's transmit path):
+// on the loop's CPU it makes the lines as late.
+func OffLoopCPU() (restore func()) {
+	var all unix.CPUSet
+	if LoopCPU < 0 || !Running() || unix.SchedGetaffinity(0, &all) != nil {
+		return func() {}
+	}
+	others := all
+	others.Clear(LoopCPU)
+	if others.Count() == 0 || unix.SchedSetaffinity(0, &others) != nil {
+		return func() {}
+	}
+	return func() { unix.SchedSetaffinity(0, &all) }
+}
+
 // RPSMask is the rps_cpus mask (hex) for interfaces that receive released
 // packets: every CPU but LoopCPU ("" on a one-CPU machine).
 func RPSMask() string {

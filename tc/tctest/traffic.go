@@ -310,7 +310,7 @@ func SendUDP(ctx context.Context, ns Namespaces, s UDPStream) (int, error) {
 	defer conn.Close()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	defer offLoopCPU()()
+	defer delay.OffLoopCPU()()
 	if unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}, 0) == nil {
 		defer unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: 0 /* SCHED_OTHER */}, 0)
 	}
@@ -350,22 +350,6 @@ func SendUDP(ctx context.Context, ns Namespaces, s UDPStream) (int, error) {
 		}
 		sent++
 	}
-}
-
-// offLoopCPU moves the calling thread off delay.LoopCPU when a delay loop
-// runs here and another of its CPUs is allowed, and returns what puts it
-// back.
-func offLoopCPU() func() {
-	var all unix.CPUSet
-	if delay.LoopCPU < 0 || !delay.Running() || unix.SchedGetaffinity(0, &all) != nil {
-		return func() {}
-	}
-	others := all
-	others.Clear(delay.LoopCPU)
-	if others.Count() == 0 || unix.SchedSetaffinity(0, &others) != nil {
-		return func() {}
-	}
-	return func() { unix.SchedSetaffinity(0, &all) }
 }
 
 func monotonic() int64 {
