@@ -151,22 +151,8 @@ func (a *cpuAccount) account() *report.CPUAccount {
 	return &out
 }
 
-// CPUConsumers is what took the most of the machine's CPU during a trial,
-// in percent of all of it (report.CPUShares).
-type CPUConsumers struct {
-	// Largest are the parts that took the most while the CPU was below
-	// the idle floor (over the whole traffic when it never was), largest
-	// first.
-	Largest []report.CPUPart `json:"largest"`
-	// BusiestHost is the host whose transport took the most over the
-	// traffic, and OtherProcessesPct what every process outside the trial
-	// took (nil when unknown).
-	BusiestHost       *report.CPUPart `json:"busiest_host,omitempty"`
-	OtherProcessesPct *float64        `json:"other_processes_pct,omitempty"`
-}
-
 // cpuConsumers finds a trial's largest consumers in its account.
-func cpuConsumers(a *report.CPUAccount, samples []cpuSample) *CPUConsumers {
+func cpuConsumers(a *report.CPUAccount, samples []cpuSample) *report.CPUConsumers {
 	if a == nil || len(a.Samples) != len(samples) {
 		return nil
 	}
@@ -179,7 +165,7 @@ func cpuConsumers(a *report.CPUAccount, samples []cpuSample) *CPUConsumers {
 	if !ok {
 		return nil
 	}
-	c := &CPUConsumers{Largest: shares.Largest(3, consumerMinPct)}
+	c := &report.CPUConsumers{Largest: shares.Largest(3, consumerMinPct)}
 	if !math.IsNaN(whole.Others) {
 		c.OtherProcessesPct = &whole.Others
 	}
@@ -206,11 +192,11 @@ func sumHosts(a *report.CPUAccount) uint64 {
 const consumerMinPct = 5.0
 
 // cpuFlagged says whether the trial was flagged for its CPU.
-func (f *FidelityRecord) cpuFlagged() bool { return f.CPUSaturated || f.CPUTailDistorted }
+func cpuFlagged(f *report.Fidelity) bool { return f.CPUSaturated || f.CPUTailDistorted }
 
 // consumersAdvice names the largest consumers of the CPU and what would
 // take each down.
-func (f *FidelityRecord) consumersAdvice(spec *Spec) string {
+func consumersAdvice(f *report.Fidelity, spec *Spec) string {
 	const rate = "lower the emulated link rate (lab links.rate, e.g. 100Mbit instead of 1Gbit)"
 	var named, how []string
 	cc := f.CPUConsumers

@@ -45,20 +45,20 @@ func TestAdviceNamesTheLargestConsumers(t *testing.T) {
 	if o := c.OtherProcessesPct; o == nil || *o != 50 {
 		t.Errorf("other processes %v, want 50 %%", o)
 	}
-	f := &FidelityRecord{CPUSaturated: true, CPUBusyFrac: 0.67, CPUMinIdlePct: 5, CPUConsumers: c}
-	advice := f.advice(&Spec{Traffic: Traffic{Pattern: "dynamic"}})
+	f := &report.Fidelity{CPUSaturated: true, CPUBusyFrac: 0.67, MinCPUIdlePct: 5, CPUConsumers: c}
+	text := advice(f, &Spec{Traffic: Traffic{Pattern: "dynamic"}})
 	for _, want := range []string{"the transports (40%; h0's the most, 23% over the traffic)", "in softirq (30%)",
 		"the delay lines' loop (10%)", "lower the offered load", "lower the emulated link rate"} {
-		if !strings.Contains(advice, want) {
-			t.Errorf("advice lacks %q: %s", want, advice)
+		if !strings.Contains(text, want) {
+			t.Errorf("advice lacks %q: %s", want, text)
 		}
 	}
-	if strings.Contains(advice, "capture fewer ports") || strings.Contains(advice, "stop other work") {
-		t.Errorf("advice keeps the generic list: %s", advice)
+	if strings.Contains(text, "capture fewer ports") || strings.Contains(text, "stop other work") {
+		t.Errorf("advice keeps the generic list: %s", text)
 	}
 	// Without an account the advice is the generic list.
 	f.CPUConsumers = nil
-	if a := f.advice(&Spec{}); !strings.Contains(a, "capture fewer ports") {
+	if a := advice(f, &Spec{}); !strings.Contains(a, "capture fewer ports") {
 		t.Errorf("advice without an account: %s", a)
 	}
 	if cpuConsumers(a, samples[:2]) != nil || cpuConsumers(nil, samples) != nil {

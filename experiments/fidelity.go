@@ -209,97 +209,13 @@ func writeCPUCSV(path string, samples []cpuSample) error {
 	return f.Close()
 }
 
-// PortRate is a port's achieved rate over the traffic phase of a trial,
-// from its tc byte counters, next to its configured rate.
-type PortRate struct {
-	Port          string  `json:"port"`
-	ConfiguredBPS float64 `json:"configured_bps"`
-	AchievedBPS   float64 `json:"achieved_bps"`
-	// ExpectedBPS is what the traffic should have pushed through it: the
-	// configured rate for long-lived flows, load × rate for dynamic.
-	ExpectedBPS float64 `json:"expected_bps"`
-	Drops       uint64  `json:"drops"`
-	// ECT and Marks count ECN-capable packets and CE marks set by the
-	// port's marker (threshold or phantom queue) over the same interval.
-	ECT   uint64 `json:"ect,omitempty"`
-	Marks uint64 `json:"marks,omitempty"`
-}
-
-// FidelityRecord is fidelity.json in a trial directory.
-type FidelityRecord struct {
-	CPUSamples    int     `json:"cpu_samples"`
-	CPUMinIdlePct float64 `json:"cpu_min_idle_pct"`
-	CPUBusyFrac   float64 `json:"cpu_busy_fraction"` // samples under 20% idle
-	CPUSaturated  bool    `json:"cpu_saturated"`
-	// CPUSaturatedSpans are the samples below the floor, and CPUTail how
-	// much of each group's slowdown tail was in flight during them, as the
-	// report judged it (report.Fidelity.CPUTail); CPUTailDistorted makes
-	// the trial unfaithful.
-	CPUSaturatedSpans []flows.Interval     `json:"cpu_saturated_spans,omitempty"`
-	CPUTail           []flows.TailExposure `json:"cpu_tail,omitempty"`
-	CPUTailDistorted  bool                 `json:"cpu_tail_distorted,omitempty"`
-	// CPUStealPct is the share of the CPU the hypervisor took over the
-	// traffic (report.Fidelity.CPUStealPct).
-	CPUStealPct float64 `json:"cpu_steal_pct"`
-	// CPUConsumers is what took the machine's CPU (meta.json's account
-	// has it all); a trial flagged for CPU names them in its advice.
-	CPUConsumers *CPUConsumers `json:"cpu_consumers,omitempty"`
-	CaptureDrops uint64        `json:"capture_drops"`
-	// BacklogDrops is how many packets the kernel's per-CPU input
-	// backlogs dropped during the traffic (/proc/net/softnet_stat): a
-	// burst handed to one CPU faster than it drains, as a delay line can
-	// when it releases at once what a stall held back. No counter of the
-	// lab sees them, so any makes the trial unfaithful.
-	BacklogDrops uint64     `json:"backlog_drops"`
-	Ports        []PortRate `json:"ports,omitempty"`
-	Unfaithful   bool       `json:"unfaithful"`
-	Advice       string     `json:"advice,omitempty"`
-	PacerErrors  []string   `json:"pacer_errors,omitempty"`
-	// DelayLines is how the lab's delay lines kept their delays.
-	DelayLines *DelayFidelity `json:"delay_lines,omitempty"`
-	// NDP is what the lab's trimming ports did (NDP mode): counted, not
-	// judged, since trims and header drops are the network's behaviour.
-	NDP            *NDPFidelity `json:"ndp,omitempty"`
-	EndpointErrors []string     `json:"endpoint_errors,omitempty"`
-}
-
-// DelayFidelity is what the delay lines did during a trial's traffic.
-type DelayFidelity struct {
-	Lines   int    `json:"lines"`
-	Packets uint64 `json:"packets"`
-	Lost    uint64 `json:"lost"` // dropped because a link's loss asked
-	// Unasked counts packets the lines dropped without being asked (a full
-	// queue): any makes the trial unfaithful.
-	Unasked uint64 `json:"unasked_drops"`
-	// Lateness beyond each packet's delay, µs.
-	LatenessP50US float64 `json:"lateness_p50_us"`
-	LatenessP99US float64 `json:"lateness_p99_us"`
-	LatenessMaxUS float64 `json:"lateness_max_us"`
-	// LimitUS is the p99 lateness above which the trial is unfaithful:
-	// max(10 % of the shortest delay, 50 µs).
-	LimitUS float64 `json:"limit_us"`
-	Late    bool    `json:"late"`
-	// LoopCPUPerPacketUS is the lines' thread's CPU per packet, µs.
-	LoopCPUPerPacketUS float64 `json:"loop_cpu_per_packet_us"`
-	// FullFrameUS is an MTU-sized packet's time on the delayed link where
-	// it is shortest, µs, and FullFrameRateMbps that link's rate: a burst's
-	// packets fall due a frame apart, and a loop that takes longer per
-	// packet falls behind within it.
-	FullFrameUS       float64 `json:"full_frame_us,omitempty"`
-	FullFrameRateMbps float64 `json:"full_frame_rate_mbps,omitempty"`
-	// Machine is how late the idle machine let a loop be, measured once a
-	// run before the first delayed lab carried traffic: when its floor
-	// exceeds the limit, the lateness is at the machine's own noise.
-	Machine *delay.MachineTiming `json:"machine,omitempty"`
-}
-
 // machineSpin is how long a run spins to measure the idle machine
 // (delay.MeasureMachine): long enough to see a few hundred stalls on the
 // virtual machines here (~450 a second), short against a trial.
 const machineSpin = 500 * time.Millisecond
 
 // delayFidelity judges the lines' counters over the traffic phase.
-func delayFidelity(lines []delay.Line, before, after delay.Stats, cpu time.Duration, machine *delay.MachineTiming) *DelayFidelity {
+func delayFidelity(lines []delay.Line, before, after delay.Stats, cpu time.Duration, machine *delay.MachineTiming) *report.DelayFidelity {
 	d := after.Since(before)
 	t := d.Totals()
 	shortest, frame, frameRate := time.Duration(1<<63-1), time.Duration(0), 0.0
@@ -316,7 +232,7 @@ func delayFidelity(lines []delay.Line, before, after delay.Stats, cpu time.Durat
 		limit = delay.LatenessLimit(shortest)
 	}
 	us := func(v time.Duration) float64 { return float64(v) / 1e3 }
-	f := &DelayFidelity{Lines: len(lines), Packets: t.Packets, Lost: t.Lost, Unasked: t.Overflow,
+	f := &report.DelayFidelity{Lines: len(lines), Packets: t.Packets, Lost: t.Lost, Unasked: t.Overflow,
 		LatenessP50US: us(d.Lateness(0.5)), LatenessP99US: us(d.Lateness(0.99)), LatenessMaxUS: us(d.MaxLateness()),
 		LimitUS: us(limit), FullFrameUS: us(frame), FullFrameRateMbps: frameRate / 1e6, Machine: machine}
 	f.Late = d.Lateness(0.99) > limit
@@ -326,28 +242,11 @@ func delayFidelity(lines []delay.Line, before, after delay.Stats, cpu time.Durat
 	return f
 }
 
-// summary is what the report reads of the record (meta.json's fidelity),
-// and its Faithful is the trial's verdict (unfaithful), so that the two
-// judge alike. Capture drops are left out: the report adds them from the
-// captures' own statistics files, and would count them twice.
-func (f *FidelityRecord) summary(shortfall float64) *report.Fidelity {
-	return &report.Fidelity{CPUSaturated: f.CPUSaturated, MinCPUIdlePct: f.CPUMinIdlePct, CPUStealPct: f.CPUStealPct, RateAchievedFraction: shortfall,
-		BacklogDrops: f.BacklogDrops, CPUSaturatedSpans: f.CPUSaturatedSpans,
-		DelayLinesUnfaithful: f.DelayLines != nil && (f.DelayLines.Late || f.DelayLines.Unasked > 0)}
-}
-
-// unfaithful is the trial's verdict: the summary's, with the captures'
-// drops and the report's judgement of the tail (which the summary, written
-// before the report reads the trial, cannot carry).
-func (f *FidelityRecord) unfaithful() bool {
-	return f.CaptureDrops > 0 || f.CPUTailDistorted || !f.summary(0).Faithful()
-}
-
 // advice says how to make an unfaithful trial believable.
-func (f *FidelityRecord) advice(spec *Spec) string {
+func advice(f *report.Fidelity, spec *Spec) string {
 	var why []string
 	if f.CPUSaturated {
-		why = append(why, fmt.Sprintf("CPU idle was below %.0f%% in %.0f%% of samples (min %.0f%%)", cpuIdleFloor, 100*f.CPUBusyFrac, f.CPUMinIdlePct))
+		why = append(why, fmt.Sprintf("CPU idle was below %.0f%% in %.0f%% of samples (min %.0f%%)", cpuIdleFloor, 100*f.CPUBusyFrac, f.MinCPUIdlePct))
 	}
 	for _, e := range f.CPUTail {
 		if e.Distorted() {
@@ -380,12 +279,12 @@ func (f *FidelityRecord) advice(spec *Spec) string {
 	if len(why) == 0 {
 		return ""
 	}
-	if f.summary(0).NotableSteal() {
+	if f.NotableSteal() {
 		why = append(why, fmt.Sprintf("the hypervisor took %.1f%% of this virtual machine's CPU during the traffic (steal), "+
 			"which no setting of the lab gives back", f.CPUStealPct))
 	}
-	if f.cpuFlagged() && f.CPUConsumers != nil && len(f.CPUConsumers.Largest) > 0 {
-		return strings.Join(why, " and ") + "; " + f.consumersAdvice(spec)
+	if cpuFlagged(f) && f.CPUConsumers != nil && len(f.CPUConsumers.Largest) > 0 {
+		return strings.Join(why, " and ") + "; " + consumersAdvice(f, spec)
 	}
 	how := "lower the emulated link rate (lab links.rate, e.g. 100Mbit instead of 1Gbit)"
 	if spec.Traffic.Pattern == "dynamic" {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fabric-emu/fabric/hosts/transport/transporttest"
 	"github.com/fabric-emu/fabric/internal/testenv"
+	"github.com/fabric-emu/fabric/results/report"
 )
 
 // ndp/priority's quick variant (NDP §5, Fig. 10): against six long flows
@@ -88,7 +89,7 @@ func TestQuickNDPIncast(t *testing.T) {
 		// only NDP's: N responses of 30 packets into an 8-packet data
 		// queue trim.
 		for _, tr := range res.Trials {
-			var fid FidelityRecord
+			var fid report.Fidelity
 			b, err := os.ReadFile(filepath.Join(tr.Dir, "fidelity.json"))
 			if err == nil {
 				err = json.Unmarshal(b, &fid)

@@ -4,20 +4,9 @@ import (
 	"context"
 
 	"github.com/fabric-emu/fabric/emu"
+	"github.com/fabric-emu/fabric/results/report"
 	"github.com/fabric-emu/fabric/tc"
 )
-
-// NDPFidelity sums the trimming counters of every NDP switch port of a
-// trial's lab over its traffic (tc.NDPStats): how much the fabric trimmed,
-// and the header drops that NDP's receivers must recover by timeout.
-type NDPFidelity struct {
-	Ports       int    `json:"ports"`
-	Trimmed     uint64 `json:"trimmed"`
-	HeaderDrops uint64 `json:"header_drops"`
-	DataDrops   uint64 `json:"data_drops"`
-	// DataQueueMax is the largest data queue any port reached, packets.
-	DataQueueMax uint64 `json:"data_queue_max_packets"`
-}
 
 // ndpTargets are every switch port of lab when its ports run NDP mode
 // anywhere (ports, a tier or an override), else none.
@@ -58,11 +47,11 @@ func readNDP(ctx context.Context, targets []tc.Target) map[tc.Target]tc.NDPStats
 
 // ndpFidelity is what the ports counted between two readings, or nil when
 // the lab has no NDP ports.
-func ndpFidelity(before, after map[tc.Target]tc.NDPStats) *NDPFidelity {
+func ndpFidelity(before, after map[tc.Target]tc.NDPStats) *report.NDPFidelity {
 	if len(after) == 0 {
 		return nil
 	}
-	f := &NDPFidelity{Ports: len(after)}
+	f := &report.NDPFidelity{Ports: len(after)}
 	for t, a := range after {
 		b := before[t] // zero when the first reading missed it
 		f.Trimmed += a.Trimmed - b.Trimmed

@@ -133,7 +133,7 @@ func runQuick(t *testing.T, name string) *Result {
 		// Delay lines come with the idle machine's timing of one, which a
 		// flag for lateness compares with its limit.
 		if spec.delayed() {
-			var fid FidelityRecord
+			var fid report.Fidelity
 			if b, err := os.ReadFile(filepath.Join(tr.Dir, "fidelity.json")); err != nil || json.Unmarshal(b, &fid) != nil {
 				t.Errorf("trial %s: fidelity.json: %v", tr.Dir, err)
 			} else if d := fid.DelayLines; d == nil || d.Machine == nil || d.Machine.Spin < machineSpin {

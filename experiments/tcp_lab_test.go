@@ -10,6 +10,7 @@ import (
 
 	"github.com/fabric-emu/fabric/hosts/transport"
 	"github.com/fabric-emu/fabric/hosts/transport/transporttest"
+	"github.com/fabric-emu/fabric/results/report"
 )
 
 // The tcp transport's tests run it as fabric runs it: `fabric transport
@@ -115,7 +116,7 @@ duration: 4s
 			t.Errorf("flow %d: samples span only %d intervals", id, n)
 		}
 	}
-	var fid FidelityRecord
+	var fid report.Fidelity
 	if b, err := os.ReadFile(filepath.Join(dir, "fidelity.json")); err != nil {
 		t.Fatal(err)
 	} else if err := json.Unmarshal(b, &fid); err != nil {

@@ -110,7 +110,7 @@ type trial struct {
 // record and its summary as the report reads it. Everything it creates
 // (lab, pacers, captures, processes, the DCTCP registration) is removed
 // before it returns, whether it succeeds, fails or ctx ends.
-func (r *runner) trial(ctx context.Context, p Point, n int, dir string) (fid *FidelityRecord, sum *report.TrialSummary, err error) {
+func (r *runner) trial(ctx context.Context, p Point, n int, dir string) (fid *report.Fidelity, sum *report.TrialSummary, err error) {
 	t := &trial{runner: r, point: p, n: n, dir: dir, scheme: r.spec.schemeAt(p),
 		seed: TrialSeed(r.run.Seed, p.Traffic, n), started: time.Now().UTC()}
 	defer func() { err = errors.Join(err, t.undo()) }()
@@ -306,9 +306,9 @@ type trafficResult struct {
 	cpu           *report.CPUAccount // where the CPU went, on the samples' clock
 	elapsed       time.Duration      // from the schedule's start: the ports' rates are over it
 	before, after map[string]*tc.PortStats
-	delay         *DelayFidelity // nil without delay lines
-	backlogDrops  uint64         // the kernel's input backlogs' drops during the traffic
-	ndp           *NDPFidelity   // nil without NDP ports
+	delay         *report.DelayFidelity // nil without delay lines
+	backlogDrops  uint64                // the kernel's input backlogs' drops during the traffic
+	ndp           *report.NDPFidelity   // nil without NDP ports
 }
 
 // runTraffic runs the schedule: captures from its start (or after the
@@ -407,8 +407,8 @@ func (t *trial) sleepUntil(ctx context.Context, at time.Time) error {
 // collect writes the trial's fidelity record, LMM measurement, plots and
 // meta.json, and marks it complete once the report can read it back; it
 // returns what the report read.
-func (t *trial) collect(ctx context.Context, tr *trafficResult) (*FidelityRecord, *report.TrialSummary, error) {
-	fid, shortfall, err := t.fidelity(tr)
+func (t *trial) collect(ctx context.Context, tr *trafficResult) (*report.Fidelity, *report.TrialSummary, error) {
+	fid, err := t.fidelity(tr)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -419,7 +419,7 @@ func (t *trial) collect(ctx context.Context, tr *trafficResult) (*FidelityRecord
 	if err := trialPlots(t.dir, t.spec.Measure.LMM.name(), label, tr.samples, tr.cpu); err != nil {
 		return nil, nil, fmt.Errorf("plots: %w", err)
 	}
-	if err := t.writeMeta(fid, shortfall, tr.cpu); err != nil {
+	if err := t.writeMeta(fid, tr.cpu); err != nil {
 		return nil, nil, err
 	}
 	// The trial counts only if the report can read it back.
@@ -433,8 +433,8 @@ func (t *trial) collect(ctx context.Context, tr *trafficResult) (*FidelityRecord
 	// fails later, and the runner's verdict follow it.
 	if len(sum.Fidelity.CPUTail) > 0 {
 		fid.CPUTail, fid.CPUTailDistorted = sum.Fidelity.CPUTail, sum.Fidelity.CPUTailDistorted
-		fid.Unfaithful = fid.unfaithful()
-		fid.Advice = fid.advice(t.spec)
+		fid.Unfaithful = !fid.Faithful()
+		fid.Advice = advice(fid, t.spec)
 		if err := writeJSON(filepath.Join(t.dir, "fidelity.json"), fid); err != nil {
 			return nil, nil, err
 		}
@@ -444,10 +444,9 @@ func (t *trial) collect(ctx context.Context, tr *trafficResult) (*FidelityRecord
 
 // fidelity judges whether the machine kept up (CPU, captures, pacers) and
 // what each watched port achieved, and writes cpu.csv and fidelity.json.
-// shortfall is the lowest achieved/expected rate among the watched ports.
-func (t *trial) fidelity(tr *trafficResult) (fid *FidelityRecord, shortfall float64, err error) {
-	fid = &FidelityRecord{CPUSamples: len(tr.samples), CPUStealPct: tr.stealPct}
-	fid.CPUMinIdlePct, fid.CPUBusyFrac, fid.CPUSaturated = cpuVerdict(tr.samples)
+func (t *trial) fidelity(tr *trafficResult) (fid *report.Fidelity, err error) {
+	fid = &report.Fidelity{CPUSamples: len(tr.samples), CPUStealPct: tr.stealPct}
+	fid.MinCPUIdlePct, fid.CPUBusyFrac, fid.CPUSaturated = cpuVerdict(tr.samples)
 	fid.CPUSaturatedSpans = saturatedSpans(tr.samples)
 	fid.CPUConsumers = cpuConsumers(tr.cpu, tr.samples)
 	for _, pc := range t.lab.Pacers() {
@@ -456,7 +455,7 @@ func (t *trial) fidelity(tr *trafficResult) (fid *FidelityRecord, shortfall floa
 		}
 	}
 	if fid.CaptureDrops, err = t.stopCaptures(); err != nil {
-		return nil, 0, fmt.Errorf("capture: %w", err)
+		return nil, fmt.Errorf("capture: %w", err)
 	}
 	for _, pt := range t.plan.ports {
 		pr, ok := achievedRate(pt, tr.before[pt.label], tr.after[pt.label], tr.elapsed)
@@ -465,29 +464,29 @@ func (t *trial) fidelity(tr *trafficResult) (fid *FidelityRecord, shortfall floa
 		}
 		fid.Ports = append(fid.Ports, pr)
 		if pr.ExpectedBPS > 0 {
-			if f := pr.AchievedBPS / pr.ExpectedBPS; f < 1 && (shortfall == 0 || f < shortfall) {
-				shortfall = f
+			if f := pr.AchievedBPS / pr.ExpectedBPS; f < 1 && (fid.RateAchievedFraction == 0 || f < fid.RateAchievedFraction) {
+				fid.RateAchievedFraction = f
 			}
 		}
 	}
-	fid.DelayLines = tr.delay
+	fid.DelayLines, fid.DelayLinesUnfaithful = tr.delay, tr.delay.Unfaithful()
 	fid.NDP = tr.ndp
 	fid.BacklogDrops = tr.backlogDrops
-	fid.Unfaithful = fid.unfaithful()
-	fid.Advice = fid.advice(t.spec)
+	fid.Unfaithful = !fid.Faithful()
+	fid.Advice = advice(fid, t.spec)
 	if err := writeCPUCSV(filepath.Join(t.dir, "cpu.csv"), tr.samples); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	return fid, shortfall, writeJSON(filepath.Join(t.dir, "fidelity.json"), fid)
+	return fid, writeJSON(filepath.Join(t.dir, "fidelity.json"), fid)
 }
 
 // achievedRate is a watched port's rate, drops and marks between two readings
 // of its counters.
-func achievedRate(pt watchedPort, b, a *tc.PortStats, elapsed time.Duration) (PortRate, bool) {
+func achievedRate(pt watchedPort, b, a *tc.PortStats, elapsed time.Duration) (report.PortRate, bool) {
 	if a == nil || b == nil {
-		return PortRate{}, false
+		return report.PortRate{}, false
 	}
-	pr := PortRate{Port: pt.label, ConfiguredBPS: float64(pt.rate), ExpectedBPS: pt.expected,
+	pr := report.PortRate{Port: pt.label, ConfiguredBPS: float64(pt.rate), ExpectedBPS: pt.expected,
 		AchievedBPS: float64(a.Bytes-b.Bytes) * 8 / elapsed.Seconds(), Drops: a.Drops - b.Drops}
 	for _, m := range [][2]*tc.MarkerStats{{b.ECN, a.ECN}, {b.Phantom, a.Phantom}} {
 		if m[0] != nil && m[1] != nil {
@@ -520,14 +519,8 @@ func (t *trial) measureLMM() error {
 }
 
 // writeMeta writes meta.json, what the report reads about the trial.
-func (t *trial) writeMeta(fid *FidelityRecord, shortfall float64, cpu *report.CPUAccount) error {
-	rep := fid.summary(shortfall)
-	if fid.Advice != "" {
-		rep.Notes = append(rep.Notes, fid.Advice)
-	}
-	for _, e := range fid.PacerErrors {
-		rep.Notes = append(rep.Notes, "pacer: "+e)
-	}
+func (t *trial) writeMeta(fid *report.Fidelity, cpu *report.CPUAccount) error {
+	rep := *fid
 	if t.unrecorded > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d of %d scheduled messages have no flow record: not delivered, or not recorded, by SIGTERM", t.unrecorded, t.plan.schedule.Len()))
 	}
@@ -536,7 +529,7 @@ func (t *trial) writeMeta(fid *FidelityRecord, shortfall float64, cpu *report.CP
 		Meta: report.Meta{Scheme: p.Label(spec), SchemeName: p.Scheme, Pattern: spec.Traffic.Pattern, Paper: spec.Paper,
 			Sweep: p.SweepValues(spec), Load: p.Load, Point: p.Name, Trial: t.n,
 			BottleneckBPS: t.plan.bottleneckBPS, UnloadedRTTNS: t.rtt.Nanoseconds(), PathLinks: t.plan.pathLinks, QueryResponses: t.plan.queryResponses,
-			ScaleFactor: t.spec.reportScale(t.plan.bottleneckBPS), Fidelity: rep, Classes: spec.ClassMetas(p), CPU: cpu,
+			ScaleFactor: t.spec.reportScale(t.plan.bottleneckBPS), Fidelity: &rep, Classes: spec.ClassMetas(p), CPU: cpu,
 			ScheduleStartNS: t.startNS, PaperUnits: spec.Scale.PaperScale(), Predicted: t.predicted, Machine: thisMachine(t.profile)},
 		Experiment: spec.Name, File: spec.Path(), Seed: t.seed, BaseSeed: t.run.Seed, PointSpec: p, Lab: t.lab.Name,
 		LabSpec: t.lab.Spec, SchemeSpec: t.scheme, Traffic: spec.Traffic, Duration: spec.Duration.String(), Drain: t.drain().String(), Drained: t.drained.Round(time.Millisecond).String(), Endpoints: t.argvs,

@@ -22,7 +22,7 @@ type trial struct {
 	dir     string
 	summary *report.TrialSummary
 	meta    meta
-	fid     experiments.FidelityRecord
+	fid     report.Fidelity
 }
 
 // meta is the part of meta.json the checks use.
@@ -114,9 +114,9 @@ func (t *trial) records() (*transport.Set, error) { return transport.ReadDir(t.d
 
 // bottleneck is the fidelity record of the port towards the receiver (the
 // first the runner watches).
-func (t *trial) bottleneck() (experiments.PortRate, error) {
+func (t *trial) bottleneck() (report.PortRate, error) {
 	if len(t.fid.Ports) == 0 {
-		return experiments.PortRate{}, fmt.Errorf("%s: fidelity.json has no port counters", t.dir)
+		return report.PortRate{}, fmt.Errorf("%s: fidelity.json has no port counters", t.dir)
 	}
 	return t.fid.Ports[0], nil
 }

@@ -113,6 +113,8 @@ func LoadTrial(dir string) (*TrialSummary, error) {
 	if err := t.loadCaptureStats(dir); err != nil {
 		return nil, err
 	}
+	// What the files added can change the verdict the runner wrote down.
+	t.Fidelity.Unfaithful = !t.Fidelity.Faithful()
 	if meta.PaperUnits {
 		t.toPaperUnits(meta.ScaleFactor)
 	}
@@ -299,10 +301,13 @@ func (t *TrialSummary) addFlows(set *transport.Set, meta Meta) error {
 }
 
 // loadCaptureStats sums ring drops over every capture statistics file in
-// the trial directory tree.
+// the trial directory tree: they, not the runner's copy of the sum, are
+// the trial's capture drops whenever they are there.
 func (t *TrialSummary) loadCaptureStats(dir string) error {
 	seen := map[string]bool{}
-	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	var drops uint64
+	found := false
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || !d.IsDir() || seen[path] {
 			return err
 		}
@@ -312,13 +317,18 @@ func (t *TrialSummary) loadCaptureStats(dir string) error {
 			return fmt.Errorf("report: %w", err)
 		}
 		for _, s := range all {
-			t.Fidelity.CaptureDrops += s.Drops
+			found = true
+			drops += s.Drops
 			if s.Drops > 0 {
 				t.Fidelity.Notes = append(t.Fidelity.Notes, fmt.Sprintf("capture %s dropped %d of %d packets", s.Label, s.Drops, s.KernelPackets))
 			}
 		}
 		return nil
 	})
+	if found {
+		t.Fidelity.CaptureDrops = drops
+	}
+	return err
 }
 
 // SetAsideDir is where a run keeps the trial runs the fidelity monitor

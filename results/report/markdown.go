@@ -325,7 +325,7 @@ func fidelitySection(b *strings.Builder, trials []*TrialSummary) {
 	bad, badStolen := 0, 0
 	for _, t := range trials {
 		f := t.Fidelity
-		if f.Faithful() && len(f.Notes) == 0 && f.IncompleteFlows == 0 && f.LMMUnmatched == 0 && !f.NotableSteal() {
+		if f.Faithful() && len(f.Notes) == 0 && f.Advice == "" && len(f.PacerErrors) == 0 && f.IncompleteFlows == 0 && f.LMMUnmatched == 0 && !f.NotableSteal() {
 			continue
 		}
 		if !f.Faithful() {
@@ -348,6 +348,12 @@ func fidelitySection(b *strings.Builder, trials []*TrialSummary) {
 			if e.Distorted() {
 				b.WriteString("; " + e.String())
 			}
+		}
+		if f.Advice != "" {
+			b.WriteString("; " + f.Advice)
+		}
+		for _, e := range f.PacerErrors {
+			b.WriteString("; pacer: " + e)
 		}
 		for _, n := range f.Notes {
 			b.WriteString("; " + n)
