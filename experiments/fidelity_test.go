@@ -16,7 +16,7 @@ import (
 // machine was already later than the limit, and only then.
 func TestAdviceNamesTheMachineFloor(t *testing.T) {
 	late := func(floor time.Duration) *report.Fidelity {
-		return &report.Fidelity{Unfaithful: true, DelayLines: &report.DelayFidelity{LatenessP99US: 180, LimitUS: 50, Late: true,
+		return &report.Fidelity{DelayLines: &report.DelayFidelity{LatenessP99US: 180, LimitUS: 50, Late: true,
 			Machine: &delay.MachineTiming{FloorP99: floor}}}
 	}
 	spec := &Spec{}
@@ -33,7 +33,7 @@ func TestAdviceNamesTheMachineFloor(t *testing.T) {
 // below which it would not, and only then.
 func TestAdviceNamesALoopSlowerThanTheLink(t *testing.T) {
 	late := func(loopUS float64) *report.Fidelity {
-		return &report.Fidelity{Unfaithful: true, DelayLines: &report.DelayFidelity{LatenessP99US: 1000, LimitUS: 500, Late: true,
+		return &report.Fidelity{DelayLines: &report.DelayFidelity{LatenessP99US: 1000, LimitUS: 500, Late: true,
 			LoopCPUPerPacketUS: loopUS, FullFrameUS: 65, FullFrameRateMbps: 186.34}}
 	}
 	spec := &Spec{}

@@ -381,7 +381,7 @@ func (r *runner) runTrial(ctx context.Context, p Point, n int) (*report.TrialSum
 		}
 		return nil, fmt.Errorf("point %s trial %d: %w", p.Name, n, err)
 	}
-	if fid.Unfaithful {
+	if !fid.Faithful() {
 		fmt.Fprintf(r.opts.Progress, "        UNFAITHFUL: %s\n", fid.Advice)
 	}
 	return sum, nil

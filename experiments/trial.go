@@ -430,10 +430,9 @@ func (t *trial) collect(ctx context.Context, tr *trafficResult) (*report.Fidelit
 	}
 	// The report judges the tail against the saturated stretches (it has
 	// the slowdowns); fidelity.json, written before for a trial that
-	// fails later, and the runner's verdict follow it.
+	// fails later, and its advice follow it.
 	if len(sum.Fidelity.CPUTail) > 0 {
 		fid.CPUTail, fid.CPUTailDistorted = sum.Fidelity.CPUTail, sum.Fidelity.CPUTailDistorted
-		fid.Unfaithful = !fid.Faithful()
 		fid.Advice = advice(fid, t.spec)
 		if err := writeJSON(filepath.Join(t.dir, "fidelity.json"), fid); err != nil {
 			return nil, nil, err
@@ -469,10 +468,9 @@ func (t *trial) fidelity(tr *trafficResult) (fid *report.Fidelity, err error) {
 			}
 		}
 	}
-	fid.DelayLines, fid.DelayLinesUnfaithful = tr.delay, tr.delay.Unfaithful()
+	fid.DelayLines = tr.delay
 	fid.NDP = tr.ndp
 	fid.BacklogDrops = tr.backlogDrops
-	fid.Unfaithful = !fid.Faithful()
 	fid.Advice = advice(fid, t.spec)
 	if err := writeCPUCSV(filepath.Join(t.dir, "cpu.csv"), tr.samples); err != nil {
 		return nil, err

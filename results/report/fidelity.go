@@ -42,9 +42,9 @@ type Fidelity struct {
 	// LMMUnmatched is how many packets the switch dropped (seen at ingress,
 	// never left); not a fidelity problem in itself, but reported.
 	LMMUnmatched int64 `json:"lmm_unmatched"`
-	// DelayLines is how the lab's delay lines kept their delays, and
-	// DelayLinesUnfaithful is set when they released packets too late or
-	// dropped some nobody asked them to.
+	// DelayLines is how the lab's delay lines kept their delays.
+	// DelayLinesUnfaithful is their verdict in meta.json files written
+	// before meta.json carried DelayLines; the judge reads either.
 	DelayLines           *DelayFidelity `json:"delay_lines,omitempty"`
 	DelayLinesUnfaithful bool           `json:"delay_lines_unfaithful,omitempty"`
 	// BacklogDrops is how many packets the kernel's per-CPU input backlogs
@@ -73,11 +73,20 @@ type Fidelity struct {
 	EndpointErrors []string `json:"endpoint_errors,omitempty"`
 	// IncompleteFlows were cut off or failed.
 	IncompleteFlows int `json:"incomplete_flows"`
-	// Unfaithful is the verdict the runner wrote down (not Faithful), and
-	// Advice how to make such a trial believable.
-	Unfaithful bool     `json:"unfaithful"`
-	Advice     string   `json:"advice,omitempty"`
-	Notes      []string `json:"notes,omitempty"`
+	// Advice is how to make an unfaithful trial believable.
+	Advice string   `json:"advice,omitempty"`
+	Notes  []string `json:"notes,omitempty"`
+}
+
+// MarshalJSON writes the record with its verdict (unfaithful: not
+// Faithful) for readers of the files; the verdict is derived, never kept,
+// so it cannot fall behind what was added to the record.
+func (f Fidelity) MarshalJSON() ([]byte, error) {
+	type plain Fidelity
+	return json.Marshal(struct {
+		plain
+		Unfaithful bool `json:"unfaithful"`
+	}{plain(f), !f.Faithful()})
 }
 
 // UnmarshalJSON reads a fidelity record, including the names earlier runs
@@ -117,8 +126,10 @@ func (f Fidelity) NotableSteal() bool { return f.CPUStealPct >= NotableStealPct 
 // lost packets, or the kernel dropped some no counter saw. It is fabric's
 // one judge of a trial.
 func (f Fidelity) Faithful() bool {
-	return !f.CPUSaturated && f.CaptureDrops == 0 && !f.DelayLinesUnfaithful && f.BacklogDrops == 0 && !f.CPUTailDistorted
+	return !f.CPUSaturated && f.CaptureDrops == 0 && !f.delayLinesLate() && f.BacklogDrops == 0 && !f.CPUTailDistorted
 }
+
+func (f Fidelity) delayLinesLate() bool { return f.DelayLinesUnfaithful || f.DelayLines.Unfaithful() }
 
 // Flags is a short text for tables: "ok", or what went wrong.
 func (f Fidelity) Flags() string {
@@ -132,7 +143,7 @@ func (f Fidelity) Flags() string {
 	if f.CaptureDrops > 0 {
 		s = append(s, "capture-drops")
 	}
-	if f.DelayLinesUnfaithful {
+	if f.delayLinesLate() {
 		s = append(s, "delay-lines")
 	}
 	if f.BacklogDrops > 0 {

@@ -113,8 +113,6 @@ func LoadTrial(dir string) (*TrialSummary, error) {
 	if err := t.loadCaptureStats(dir); err != nil {
 		return nil, err
 	}
-	// What the files added can change the verdict the runner wrote down.
-	t.Fidelity.Unfaithful = !t.Fidelity.Faithful()
 	if meta.PaperUnits {
 		t.toPaperUnits(meta.ScaleFactor)
 	}
