@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -361,7 +362,7 @@ func (m *labMeasure) pacers(ctx context.Context, out *cost.Costs) error {
 }
 
 // use is a reading of the machine's CPU: /proc/stat, every other
-// process's time, and this process's to the microsecond.
+// process's time, and this process's and its helpers' to the microsecond.
 type use struct {
 	at     time.Time
 	stat   cpustat.Times
@@ -372,12 +373,13 @@ type use struct {
 func readUse() use {
 	u := use{at: time.Now()}
 	u.stat, _ = cpustat.Read()
-	self := os.Getpid()
-	u.others, _ = cpustat.ReadOthers(func(pid int) bool { return pid == self })
+	self, helpers := os.Getpid(), cpustat.Helpers()
+	u.others, _ = cpustat.ReadOthers(func(pid int) bool { return pid == self || slices.Contains(helpers, pid) })
 	var ru unix.Rusage
 	if unix.Getrusage(unix.RUSAGE_SELF, &ru) == nil {
 		u.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
+	u.self += cpustat.HelperTime() // the delay lines' process is fabric's too
 	return u
 }
 

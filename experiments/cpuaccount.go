@@ -57,7 +57,8 @@ func newCPUAccount(start time.Time, transports, probes []*proc) *cpuAccount {
 // skip says whether pid is fabric's own process or one of the trial's,
 // which the account has apart from the other processes'.
 func (a *cpuAccount) skip(pid int) bool {
-	return pid == os.Getpid() || slices.ContainsFunc(a.procs, func(p *watchedProc) bool { return p.pid == pid })
+	return pid == os.Getpid() || slices.Contains(cpustat.Helpers(), pid) ||
+		slices.ContainsFunc(a.procs, func(p *watchedProc) bool { return p.pid == pid })
 }
 
 // finish ends the account with the time the other processes on the
@@ -71,11 +72,12 @@ func (a *cpuAccount) finish() {
 	}
 }
 
-// readFabric is fabric's own process's time (0 if unreadable: the account
-// then shows the process as unaccounted, never negative).
+// readFabric is fabric's own process's time and its helpers' (the delay
+// lines' process), in ticks (its own 0 if unreadable: the account then
+// shows the process as unaccounted, never negative).
 func readFabric() uint64 {
 	t, _ := cpustat.ReadProcess(os.Getpid())
-	return t.Own
+	return t.Own + uint64(cpustat.HelperTime().Seconds()*cpustat.TicksPerSecond)
 }
 
 // watch adds one of the trial's processes from now on; probe says it is

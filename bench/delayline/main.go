@@ -200,15 +200,39 @@ func hostAddr(bin, node string) string {
 	return ""
 }
 
-// ticks is a process's user + system CPU in clock ticks.
+// ticks is a process's user + system CPU in clock ticks, its children's included.
 func ticks(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	u, sy, _ := stat(pid)
+	t := u + sy
+	// The delay lines may run in a child of the agent (tc/delay): its
+	// time is the agent's too.
+	entries, err := os.ReadDir("/proc")
 	check(err)
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil || child == pid {
+			continue
+		}
+		if u, sy, ppid := stat(child); ppid == pid {
+			t += u + sy
+		}
+	}
+	return t
+}
+
+// stat reads a process's user and system ticks and its parent (zeros if
+// it has gone).
+func stat(pid int) (utime, stime int64, ppid int) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, 0
+	}
 	s := string(b)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	sy, _ := strconv.ParseInt(f[12], 10, 64)
-	return u + sy
+	ppid, _ = strconv.Atoi(f[1])
+	utime, _ = strconv.ParseInt(f[11], 10, 64)
+	stime, _ = strconv.ParseInt(f[12], 10, 64)
+	return utime, stime, ppid
 }
 
 // machine is /proc/stat's steal and total ticks over all CPUs.

@@ -29,18 +29,33 @@ const (
 // path. The clock counts nanoseconds: a stat file's whole ticks would lose
 // up to a tick per thread, the whole time of a light loop such as a
 // capture's.
+//
+// A loop may also run in a helper process that fabric starts (the delay
+// lines do: tc/delay); TrackProcess counts the whole process's time as the
+// loop's, its runtime's threads included, since all of it is the loop's
+// cost. Thread and process ids share one space, so one map holds both.
 var tracked struct {
 	mu      sync.Mutex
-	threads map[int]*thread // by thread id
+	threads map[int]*thread // by thread id, or process id for a helper
 	ended   [NumLoops]time.Duration
+	// helperEnded is the part of ended that helper processes used.
+	helperEnded [NumLoops]time.Duration
 }
 
-// thread is a tracked thread: base is its time when tracking began (a
-// thread from Go's pool has run other goroutines before), last its latest
-// reading.
+// thread is a tracked thread or helper process: base is its time when
+// tracking began (a thread from Go's pool has run other goroutines
+// before), last its latest reading.
 type thread struct {
 	loop       Loop
 	base, last time.Duration
+	helper     bool // a process: read with ProcessTime
+}
+
+func (th *thread) read(id int) (time.Duration, error) {
+	if th.helper {
+		return ProcessTime(id)
+	}
+	return ThreadTime(id)
 }
 
 // Track locks the calling goroutine to its thread and counts the thread's
@@ -125,11 +140,12 @@ func threadNS() int64 {
 	return ts.Nano()
 }
 
-// LoopTimes is each loop's CPU time in this process so far, in ticks with
-// their fractions (a light loop uses less than a tick in a trial): its
-// tracked threads' now plus what the threads it tracked before used, and
-// its measured turns'. It reads the CPU clock of every tracked thread. A
-// process running two labs at once has both labs' loops in it.
+// LoopTimes is each loop's CPU time so far, in ticks with their
+// fractions (a light loop uses less than a tick in a trial): its tracked
+// threads' now plus what the threads it tracked before used, its measured
+// turns', and its helper processes' (TrackProcess). It reads the CPU
+// clock of every tracked thread and helper. A process running two labs at
+// once has both labs' loops in it.
 func LoopTimes() [NumLoops]float64 {
 	var out [NumLoops]float64
 	for l, d := range loopDurations() {
@@ -147,8 +163,12 @@ func loopDurations() [NumLoops]time.Duration {
 		out[l] += time.Duration(spans.ns[l].Load())
 	}
 	for tid, th := range tracked.threads {
-		t, err := ThreadTime(tid)
-		if err != nil { // the thread ended without untracking: keep what it had used
+		t, err := th.read(tid)
+		if err != nil && th.helper { // waited for: its end adds its total
+			out[th.loop] += th.last
+			continue
+		}
+		if err != nil { // it ended without untracking: keep what it had used
 			tracked.ended[th.loop] += th.last - th.base
 			out[th.loop] += th.last - th.base
 			delete(tracked.threads, tid)
@@ -158,4 +178,60 @@ func loopDurations() [NumLoops]time.Duration {
 		out[th.loop] += th.last - th.base
 	}
 	return out
+}
+
+// TrackProcess counts the CPU time of process pid, a child of this one,
+// as loop's, until end, called with the process's total once it has been
+// waited for (its rusage), ends the count.
+func TrackProcess(loop Loop, pid int) (end func(total time.Duration)) {
+	th := &thread{loop: loop, helper: true}
+	tracked.mu.Lock()
+	if tracked.threads == nil {
+		tracked.threads = map[int]*thread{}
+	}
+	tracked.threads[pid] = th
+	tracked.mu.Unlock()
+	return func(total time.Duration) {
+		tracked.mu.Lock()
+		defer tracked.mu.Unlock()
+		if tracked.threads[pid] == th {
+			tracked.ended[loop] += max(th.last, total)
+			tracked.helperEnded[loop] += max(th.last, total)
+			delete(tracked.threads, pid)
+		}
+	}
+}
+
+// Helpers are the processes TrackProcess counts now.
+func Helpers() []int {
+	tracked.mu.Lock()
+	defer tracked.mu.Unlock()
+	var out []int
+	for id, th := range tracked.threads {
+		if th.helper {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// HelperTime is the CPU time of every helper process so far, those that
+// ended included: with this process's own, it is fabric's.
+func HelperTime() time.Duration {
+	tracked.mu.Lock()
+	defer tracked.mu.Unlock()
+	var sum time.Duration
+	for l := range NumLoops {
+		sum += tracked.helperEnded[l]
+	}
+	for id, th := range tracked.threads {
+		if !th.helper {
+			continue
+		}
+		if t, err := ProcessTime(id); err == nil {
+			th.last = max(th.last, t)
+		}
+		sum += th.last
+	}
+	return sum
 }

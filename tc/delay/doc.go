@@ -10,7 +10,8 @@
 // NFT_COMPAT but not NFT_QUEUE). The packet stays in the kernel and
 // userspace learns its id, arrival time and length (the first 4 bytes of
 // its IP header are copied), so a delay line copies no payload. One event
-// loop (Loop) serves every line of a lab: it reads arrivals in batches
+// loop serves every line of a lab, in a process of its own (Start; Loop
+// is the handle): it reads arrivals in batches
 // (recvmmsg), holds each packet until its arrival time plus its
 // serialisation on the link (one packet after another at the link's rate:
 // the shaper before it lets a packet go when it starts, not when its last

@@ -59,11 +59,11 @@ func (l Line) FullFrame() time.Duration { return l.FrameTime(l.MTU) }
 // counted as an unrequested drop.
 const MaxQueued = 65536
 
-// Loop runs a lab's delay lines: one event loop, on a thread of its own,
-// for every line. Packets stay in the kernel (NFQUEUE, 4 bytes copied); the
+// eventLoop runs a lab's delay lines in the process Start starts: one
+// event loop, on a thread of its own, for every line. Packets stay in the kernel (NFQUEUE, 4 bytes copied); the
 // loop learns each one's id, length and arrival time, and releases them in order with
 // batched verdicts once their delay has passed.
-type Loop struct {
+type eventLoop struct {
 	netns string
 	lines []Line
 	q     *nfq
@@ -123,13 +123,14 @@ type pending struct {
 	due int64 // ns, CLOCK_REALTIME
 }
 
-// Start binds a queue per line in the delay namespace at netnsPath, sends
-// each line's interface to its queue, and starts the loop. Stop ends it.
-func Start(netnsPath string, lines []Line, seed uint64) (*Loop, error) {
+// startEventLoop binds a queue per line in the delay namespace at
+// netnsPath, sends each line's interface to its queue, and starts the
+// loop. Stop ends it.
+func startEventLoop(netnsPath string, lines []Line, seed uint64) (*eventLoop, error) {
 	if len(lines) > 65535 {
 		return nil, fmt.Errorf("delay: %d lines, at most 65535", len(lines))
 	}
-	w := &Loop{netns: netnsPath, lines: lines, state: make([]lineState, len(lines)),
+	w := &eventLoop{netns: netnsPath, lines: lines, state: make([]lineState, len(lines)),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	for i := range w.state {
 		w.state[i].rng = rand.New(rand.NewPCG(seed, uint64(i)))
@@ -186,15 +187,8 @@ func extraP(delta int) {
 	runtime.GOMAXPROCS(baseProc + extraPs)
 }
 
-// Running says whether this process runs a delay loop now.
-func Running() bool {
-	extraMu.Lock()
-	defer extraMu.Unlock()
-	return extraPs > 0
-}
-
 // setup runs inside the delay namespace.
-func (w *Loop) setup() error {
+func (w *eventLoop) setup() error {
 	var err error
 	if w.q, err = openNFQ(); err != nil {
 		return err
@@ -218,7 +212,7 @@ func (w *Loop) setup() error {
 	return queueRules(w.lines)
 }
 
-func (w *Loop) closeFDs() {
+func (w *eventLoop) closeFDs() {
 	if w.q != nil {
 		w.q.close()
 	}
@@ -231,7 +225,7 @@ func (w *Loop) closeFDs() {
 }
 
 // Stop ends the loop; packets still held are dropped with the queues.
-func (w *Loop) Stop() error {
+func (w *eventLoop) Stop() error {
 	select {
 	case <-w.stop:
 	default:
@@ -245,13 +239,13 @@ func (w *Loop) Stop() error {
 }
 
 // Err is why the loop stopped early, or nil.
-func (w *Loop) Err() error {
+func (w *eventLoop) Err() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.err
 }
 
-func (w *Loop) fail(err error) {
+func (w *eventLoop) fail(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err == nil {
@@ -264,15 +258,15 @@ func (w *Loop) fail(err error) {
 // scheduler's right to run Go code) back to the runtime then. Through
 // ordinary system calls, a sleep longer than 20 µs lets the runtime hand
 // the P to another goroutine, and the loop, woken on time, then waits for
-// a P of its own while a trial's captures and monitor keep the machine's
-// Ps busy. Start raises GOMAXPROCS by one for as long as the loop runs, so
-// the rest of the process keeps its share. It keeps the normal
-// scheduling class: at real-time priority its spinning would starve the
-// softirqs that forward the very packets it releases. The kernel timestamps each packet as it arrives, so the
-// loop need not read arrivals at once: while it holds packets it sleeps
-// until shortly before the next release, then reads every arrival in
-// batches and releases every packet that is due, with one batched verdict
-// per line. With nothing held it waits for the socket.
+// a P of its own. startEventLoop raises GOMAXPROCS by one for as long as
+// the loop runs, so the rest of the process keeps its share. It keeps the
+// normal scheduling class: at real-time priority its spinning would
+// starve the softirqs that forward the very packets it releases. The
+// kernel timestamps each packet as it arrives, so the loop need not read
+// arrivals at once: while it holds packets it sleeps until shortly before
+// the next release, then reads every arrival in batches and releases
+// every packet that is due, with one batched verdict per line. With
+// nothing held it waits for the socket.
 //
 // "Shortly before": a timed sleep on a virtual machine wakes tens of µs
 // late, so the loop asks to wake that much early (it
@@ -280,7 +274,7 @@ func (w *Loop) fail(err error) {
 // spins the last few microseconds (reading arrivals as it goes only if a
 // line is shorter than the spin: spin). Stats reports the lateness
 // that remains, and trials flag it.
-func (w *Loop) loop() {
+func (w *eventLoop) loop() {
 	defer close(w.done)
 	w.tid.Store(int32(becomeLoopThread()))
 	defer cpustat.Track(cpustat.DelayLines)()
@@ -312,7 +306,7 @@ func (w *Loop) loop() {
 // with no timeout, when nothing is held, else on the loop's timer, reading
 // arrivals while it spins only when one could fall due before the spin
 // ends (spin).
-func (w *Loop) wait(fds []unix.PollFd) error {
+func (w *eventLoop) wait(fds []unix.PollFd) error {
 	next := w.nextDue()
 	if next == noneDue {
 		// An ordinary system call, unlike the timed waits: the loop has
@@ -329,7 +323,7 @@ func (w *Loop) wait(fds []unix.PollFd) error {
 }
 
 // receiveArrivals takes every packet queued so far (see spin).
-func (w *Loop) receiveArrivals() error {
+func (w *eventLoop) receiveArrivals() error {
 	if err := w.q.receive(w.arrive); err != nil {
 		return fmt.Errorf("delay: receive: %w", err)
 	}
@@ -462,7 +456,7 @@ const maxMargin = 100 * time.Microsecond
 
 // Margin is how early the loop wakes before a release (measured at start,
 // then tracked, see nextMargin).
-func (w *Loop) Margin() time.Duration { return time.Duration(w.timer.margin.Load()) }
+func (w *eventLoop) Margin() time.Duration { return time.Duration(w.timer.margin.Load()) }
 
 // LoopCPU is the CPU the loop runs on (-1: any, on a one-CPU machine).
 // Releasing a packet makes the kernel carry it on from the releasing
@@ -521,7 +515,7 @@ const noneDue = int64(1<<63 - 1)
 // arrive takes one queued packet: dropped at once if the line's loss says
 // so, else held until its arrival time plus the line's delay. A constant
 // delay keeps arrival order; lastDue keeps it even if timestamps stutter.
-func (w *Loop) arrive(p packet) {
+func (w *eventLoop) arrive(p packet) {
 	if int(p.queue) >= len(w.state) {
 		return
 	}
@@ -560,7 +554,7 @@ const releaseChunk = 256
 // per line and at most releaseChunk packets per datagram, and counts how
 // late each one was. The lock covers only the count: Stats need not wait
 // while a verdict's system call forwards packets through the lab.
-func (w *Loop) release(now int64) error {
+func (w *eventLoop) release(now int64) error {
 	room := releaseChunk
 	for i := range w.state {
 		ls := &w.state[i]
@@ -593,7 +587,7 @@ func (w *Loop) release(now int64) error {
 // the kernel carries every accepted packet on through the lab (the delay
 // namespace's forwarding, the next hop's queue), work that is the emulated
 // network's, not the loop's (VerdictTime).
-func (w *Loop) flush() error {
+func (w *eventLoop) flush() error {
 	t0 := time.Now()
 	err := w.q.flush()
 	w.verdictNS.Add(int64(time.Since(t0)))
@@ -604,12 +598,12 @@ func (w *Loop) flush() error {
 // calls: on its thread, which never yields there, that is CPU time, and
 // most of it is the kernel forwarding the released packets. LoopCPU less
 // it is the loop's own cost.
-func (w *Loop) VerdictTime() time.Duration { return time.Duration(w.verdictNS.Load()) }
+func (w *eventLoop) VerdictTime() time.Duration { return time.Duration(w.verdictNS.Load()) }
 
 // LoopCPU is the CPU time the loop's thread has used (user and system):
 // what the delay lines cost this machine. It reads the thread's CPU clock,
 // to the nanosecond, or else its stat file, in ticks.
-func (w *Loop) LoopCPU() (time.Duration, error) {
+func (w *eventLoop) LoopCPU() (time.Duration, error) {
 	if d, err := cpustat.ThreadTime(int(w.tid.Load())); err == nil {
 		return d, nil
 	}
@@ -621,10 +615,10 @@ func (w *Loop) LoopCPU() (time.Duration, error) {
 }
 
 // Turns counts the loop's turns (each a wake-up) since it started.
-func (w *Loop) Turns() uint64 { return w.turns.Load() }
+func (w *eventLoop) Turns() uint64 { return w.turns.Load() }
 
 // nextDue is the earliest release time held, or noneDue.
-func (w *Loop) nextDue() int64 {
+func (w *eventLoop) nextDue() int64 {
 	next := noneDue
 	for i := range w.state {
 		if f := w.state[i].fifo; len(f) > 0 {

@@ -24,7 +24,7 @@ type LineStats struct {
 }
 
 // Stats reads the lines' counters and the kernel's drop counts.
-func (w *Loop) Stats() (Stats, error) {
+func (w *eventLoop) Stats() (Stats, error) {
 	var kernel map[uint16][2]uint64
 	err := netnsutil.Do(w.netns, func() error {
 		var err error
