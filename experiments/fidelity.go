@@ -215,7 +215,7 @@ func writeCPUCSV(path string, samples []cpuSample) error {
 const machineSpin = 500 * time.Millisecond
 
 // delayFidelity judges the lines' counters over the traffic phase.
-func delayFidelity(lines []delay.Line, before, after delay.Stats, cpu time.Duration, machine *delay.MachineTiming) *report.DelayFidelity {
+func delayFidelity(lines []delay.Line, before, after delay.Stats, cpu time.Duration, machine *delay.MachineTiming, loopSteal float64) *report.DelayFidelity {
 	d := after.Since(before)
 	t := d.Totals()
 	shortest, frame, frameRate := time.Duration(1<<63-1), time.Duration(0), 0.0
@@ -234,7 +234,7 @@ func delayFidelity(lines []delay.Line, before, after delay.Stats, cpu time.Durat
 	us := func(v time.Duration) float64 { return float64(v) / 1e3 }
 	f := &report.DelayFidelity{Lines: len(lines), Packets: t.Packets, Lost: t.Lost, Unasked: t.Overflow,
 		LatenessP50US: us(d.Lateness(0.5)), LatenessP99US: us(d.Lateness(0.99)), LatenessMaxUS: us(d.MaxLateness()),
-		LimitUS: us(limit), FullFrameUS: us(frame), FullFrameRateMbps: frameRate / 1e6, Machine: machine}
+		LimitUS: us(limit), FullFrameUS: us(frame), FullFrameRateMbps: frameRate / 1e6, Machine: machine, LoopCPUStealPct: loopSteal}
 	f.Late = d.Lateness(0.99) > limit
 	if n := d.Released(); n > 0 {
 		f.LoopCPUPerPacketUS = us(cpu) / float64(n)
@@ -261,6 +261,10 @@ func advice(f *report.Fidelity, spec *Spec) string {
 	}
 	if d := f.DelayLines; d != nil && d.Late {
 		why = append(why, fmt.Sprintf("the delay lines released packets %.0f µs late at the 99th percentile (limit %.0f µs)", d.LatenessP99US, d.LimitUS))
+		if d.LoopCPUStealPct > 0 {
+			why = append(why, fmt.Sprintf("the hypervisor took %.2f%% of CPU %d, where the lines run (every release due while it runs something else there is late)",
+				d.LoopCPUStealPct, delay.LoopCPU))
+		}
 		if m := d.Machine; m != nil && m.FloorP99.Seconds()*1e6 > d.LimitUS {
 			why = append(why, fmt.Sprintf("an idle delay line on this machine, timed before the traffic, was already %.0f µs late at p99 "+
 				"(the machine's timer, which a lower load may not help; a lower link rate scales the delays, and with them the limit, up)", m.FloorP99.Seconds()*1e6))
@@ -292,4 +296,19 @@ func advice(f *report.Fidelity, spec *Spec) string {
 	}
 	how += ", capture fewer ports (measure.lmm.from), or stop other work on this machine"
 	return strings.Join(why, " and ") + ": " + how
+}
+
+// loopCPUSteal is the share of the delay lines' CPU the hypervisor took
+// between two readings of /proc/stat, in percent, or -1 when the lines
+// have no CPU of their own or the readings do not show it.
+func loopCPUSteal(before, after cpustat.Stat) float64 {
+	c := delay.LoopCPU
+	if c < 0 || c >= len(before.CPUs) || c >= len(after.CPUs) {
+		return -1
+	}
+	share, ok := after.CPUs[c].Since(before.CPUs[c])
+	if !ok {
+		return -1
+	}
+	return share.StealPct
 }

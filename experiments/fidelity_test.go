@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fabric-emu/fabric/internal/cpustat"
 	"github.com/fabric-emu/fabric/results/flows"
 	"github.com/fabric-emu/fabric/results/report"
 	"github.com/fabric-emu/fabric/tc/delay"
@@ -43,6 +44,37 @@ func TestAdviceNamesALoopSlowerThanTheLink(t *testing.T) {
 	}
 	if a := advice(late(50), spec); strings.Contains(a, "falls behind") {
 		t.Errorf("loop faster than a frame, advice: %s", a)
+	}
+}
+
+// The hypervisor's share of the lines' own CPU is read per CPU from
+// /proc/stat, and a trial flagged for late lines names it.
+func TestAdviceNamesStealOnTheLinesCPU(t *testing.T) {
+	if delay.LoopCPU < 0 {
+		if got := loopCPUSteal(cpustat.Stat{}, cpustat.Stat{}); got != -1 {
+			t.Errorf("lines on any CPU: steal %v, want -1 (unknown)", got)
+		}
+		return
+	}
+	cpus := func(steal, total uint64) cpustat.Stat {
+		s := cpustat.Stat{CPUs: make([]cpustat.Times, delay.LoopCPU+2)}
+		s.CPUs[delay.LoopCPU] = cpustat.Times{Steal: steal, Total: total}
+		s.CPUs[delay.LoopCPU+1] = cpustat.Times{Steal: 10 * steal, Total: total} // another CPU's steal is not the lines'
+		return s
+	}
+	if got := loopCPUSteal(cpus(10, 1000), cpus(25, 2000)); got != 1.5 {
+		t.Errorf("steal on the lines' CPU %v %%, want 1.5", got)
+	}
+	if got := loopCPUSteal(cpus(10, 1000), cpus(10, 1000)); got != -1 {
+		t.Errorf("no time between the readings: %v, want -1", got)
+	}
+	f := &report.Fidelity{DelayLines: &report.DelayFidelity{LatenessP99US: 300, LimitUS: 200, Late: true, LoopCPUStealPct: 1.5}}
+	if a := advice(f, &Spec{}); !strings.Contains(a, fmt.Sprintf("took 1.50%% of CPU %d, where the lines run", delay.LoopCPU)) {
+		t.Errorf("advice: %s", a)
+	}
+	f.DelayLines.LoopCPUStealPct = -1
+	if a := advice(f, &Spec{}); strings.Contains(a, "where the lines run") {
+		t.Errorf("unknown steal named: %s", a)
 	}
 }
 

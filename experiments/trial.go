@@ -13,6 +13,7 @@ import (
 	"github.com/fabric-emu/fabric/emu"
 	"github.com/fabric-emu/fabric/experiments/cost"
 	"github.com/fabric-emu/fabric/hosts/cc"
+	"github.com/fabric-emu/fabric/internal/cpustat"
 	"github.com/fabric-emu/fabric/results/capture"
 	"github.com/fabric-emu/fabric/results/lmm"
 	"github.com/fabric-emu/fabric/results/report"
@@ -321,9 +322,11 @@ func (t *trial) runTraffic(ctx context.Context) (*trafficResult, error) {
 	wire := t.lab.DelayLoop()
 	var wireBefore delay.Stats
 	var wireCPU time.Duration
+	var stat0 cpustat.Stat
 	if wire != nil {
 		wireBefore, _ = wire.Stats()
 		wireCPU, _ = wire.LoopCPU()
+		stat0, _ = cpustat.ReadStat()
 	}
 	backlog0, backlogErr := readBacklogDrops()
 	var probes []*proc
@@ -349,7 +352,8 @@ func (t *trial) runTraffic(ctx context.Context) (*trafficResult, error) {
 			return nil, fmt.Errorf("delay lines: %w", err)
 		}
 		cpu1, _ := wire.LoopCPU()
-		res.delay = delayFidelity(t.lab.Graph.Lines(), wireBefore, after, cpu1-wireCPU, t.runner.machine)
+		stat1, _ := cpustat.ReadStat()
+		res.delay = delayFidelity(t.lab.Graph.Lines(), wireBefore, after, cpu1-wireCPU, t.runner.machine, loopCPUSteal(stat0, stat1))
 		if err := wire.Err(); err != nil {
 			return nil, fmt.Errorf("delay lines: %w", err)
 		}

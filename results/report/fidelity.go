@@ -193,6 +193,11 @@ type DelayFidelity struct {
 	Late    bool    `json:"late"`
 	// LoopCPUPerPacketUS is the lines' thread's CPU per packet, µs.
 	LoopCPUPerPacketUS float64 `json:"loop_cpu_per_packet_us"`
+	// LoopCPUStealPct is the share of the lines' CPU (delay.LoopCPU) that
+	// the hypervisor took during the traffic: while it runs something
+	// else there, every release due meanwhile is late. -1: unknown (the
+	// lines may run on any CPU).
+	LoopCPUStealPct float64 `json:"loop_cpu_steal_pct"`
 	// FullFrameUS is an MTU-sized packet's time on the delayed link where
 	// it is shortest, µs, and FullFrameRateMbps that link's rate: a burst's
 	// packets fall due a frame apart, and a loop that takes longer per
