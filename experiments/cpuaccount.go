@@ -49,7 +49,7 @@ func newCPUAccount(start time.Time, transports, probes []*proc) *cpuAccount {
 	for _, pr := range probes {
 		a.watch(pr, true)
 	}
-	a.others, _ = cpustat.ReadOthers(a.skip)
+	a.others, _ = a.readOthers()
 	a.fabric, a.loops = readFabric(), cpustat.LoopTimes()
 	return a
 }
@@ -57,8 +57,14 @@ func newCPUAccount(start time.Time, transports, probes []*proc) *cpuAccount {
 // skip says whether pid is fabric's own process or one of the trial's,
 // which the account has apart from the other processes'.
 func (a *cpuAccount) skip(pid int) bool {
-	return pid == os.Getpid() || slices.Contains(cpustat.Helpers(), pid) ||
-		slices.ContainsFunc(a.procs, func(p *watchedProc) bool { return p.pid == pid })
+	return pid == os.Getpid() || slices.ContainsFunc(a.procs, func(p *watchedProc) bool { return p.pid == pid })
+}
+
+// readOthers is what the other processes have used: neither fabric's,
+// its helpers' (read once, not once a process) nor the trial's.
+func (a *cpuAccount) readOthers() (uint64, error) {
+	helpers := cpustat.Helpers()
+	return cpustat.ReadOthers(func(pid int) bool { return a.skip(pid) || slices.Contains(helpers, pid) })
 }
 
 // finish ends the account with the time the other processes on the
@@ -66,7 +72,7 @@ func (a *cpuAccount) skip(pid int) bool {
 func (a *cpuAccount) finish() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if now, err := cpustat.ReadOthers(a.skip); err == nil && a.others > 0 {
+	if now, err := a.readOthers(); err == nil && a.others > 0 {
 		others := since(now, a.others)
 		a.out.Others = &others
 	}

@@ -476,7 +476,7 @@ var LoopCPU = func() int {
 }()
 
 // OffLoopCPU moves the calling thread, which must be locked to it, off
-// LoopCPU while a delay loop runs in this process (and another CPU is
+// LoopCPU while this process has delay lines running (and another CPU is
 // allowed), and returns what puts it back. For work that holds a CPU in
 // the kernel for milliseconds without a point where it can be preempted
 // (a capture ring's allocation, a real-time sender's transmit path):
