@@ -84,8 +84,8 @@ func measureRate(b *testing.B, lab *emu.Lab, kpps float64) {
 	n := float64(max(d.Released(), 1))
 	cpuPerPkt := float64((cpu1 - cpu0).Nanoseconds()) / n / 1e3
 	verdictPerPkt := float64((w.VerdictTime() - verdict0).Nanoseconds()) / n / 1e3
-	b.Logf("%3.0f kpps offered: %6d sent, %6d received (%.1f kpps), lateness p50 %v p99 %v max %v, unasked drops %d, loop CPU %.2f µs/packet of which %.2f in verdicts (forwarding); steal %.1f %%",
-		kpps, sent, got, float64(got)/2/1e3, d.Lateness(0.5), d.Lateness(0.99), d.MaxLateness(), d.Totals().Overflow, cpuPerPkt, verdictPerPkt, machine.StealPct)
+	b.Logf("%3.0f kpps offered: %6d sent, %6d received (%.1f kpps), lateness p50 %v p99 %v max %v, unasked drops %d, loop CPU %.2f µs/packet of which %.2f in verdicts (forwarding), out of real time %v; steal %.1f %%",
+		kpps, sent, got, float64(got)/2/1e3, d.Lateness(0.5), d.Lateness(0.99), d.MaxLateness(), d.Totals().Overflow, cpuPerPkt, verdictPerPkt, d.Demoted, machine.StealPct)
 	tag := fmt.Sprintf("%gkpps", kpps)
 	b.ReportMetric(float64(got)/2/1e3, "kpps-received@"+tag)
 	b.ReportMetric(float64(d.Lateness(0.99).Microseconds()), "µs-p99-late@"+tag)

@@ -236,6 +236,10 @@ func delayFidelity(lines []delay.Line, before, after delay.Stats, cpu time.Durat
 		LatenessP50US: us(d.Lateness(0.5)), LatenessP99US: us(d.Lateness(0.99)), LatenessMaxUS: us(d.MaxLateness()),
 		LimitUS: us(limit), FullFrameUS: us(frame), FullFrameRateMbps: frameRate / 1e6, Machine: machine, LoopCPUStealPct: loopSteal}
 	f.Late = d.Lateness(0.99) > limit
+	f.LoopClass, f.DemotedMS = "normal", us(d.Demoted)/1e3
+	if d.Realtime {
+		f.LoopClass = "realtime"
+	}
 	if n := d.Released(); n > 0 {
 		f.LoopCPUPerPacketUS = us(cpu) / float64(n)
 	}
@@ -264,6 +268,12 @@ func advice(f *report.Fidelity, spec *Spec) string {
 		if d.LoopCPUStealPct > 0 {
 			why = append(why, fmt.Sprintf("the hypervisor took %.2f%% of CPU %d, where the lines run (every release due while it runs something else there is late)",
 				d.LoopCPUStealPct, delay.LoopCPU))
+		}
+		if d.LoopClass == "normal" {
+			why = append(why, "the lines' loop could not run at real-time priority (fabric needs CAP_SYS_NICE for it), so its wake-ups waited behind other threads on its CPU")
+		}
+		if d.DemotedMS > 0 {
+			why = append(why, fmt.Sprintf("the lines' loop was saturated and left real-time priority for %.0f ms, so that the other threads on its CPU could run", d.DemotedMS))
 		}
 		if m := d.Machine; m != nil && m.FloorP99.Seconds()*1e6 > d.LimitUS {
 			why = append(why, fmt.Sprintf("an idle delay line on this machine, timed before the traffic, was already %.0f µs late at p99 "+

@@ -78,6 +78,30 @@ func TestAdviceNamesStealOnTheLinesCPU(t *testing.T) {
 	}
 }
 
+// Late lines' advice says when their loop could not run at real time, or
+// left it because it was saturated, and says nothing of either otherwise.
+func TestAdviceNamesTheLoopsClass(t *testing.T) {
+	before := delay.Stats{}
+	after := delay.Stats{Realtime: true, Demoted: 1500 * time.Millisecond}
+	d := delayFidelity(nil, before, after, 0, nil, -1)
+	if d.LoopClass != "realtime" || d.DemotedMS != 1500 {
+		t.Fatalf("class %q, demoted %v ms; want realtime, 1500", d.LoopClass, d.DemotedMS)
+	}
+	d.Late = true
+	if a := advice(&report.Fidelity{DelayLines: d}, &Spec{}); !strings.Contains(a, "left real-time priority for 1500 ms") || strings.Contains(a, "CAP_SYS_NICE") {
+		t.Errorf("advice: %s", a)
+	}
+	d = delayFidelity(nil, before, delay.Stats{}, 0, nil, -1)
+	d.Late = true
+	if a := advice(&report.Fidelity{DelayLines: d}, &Spec{}); !strings.Contains(a, "CAP_SYS_NICE") || strings.Contains(a, "left real-time") {
+		t.Errorf("advice: %s", a)
+	}
+	d.LoopClass = "" // an older record, which does not say
+	if a := advice(&report.Fidelity{DelayLines: d}, &Spec{}); strings.Contains(a, "CAP_SYS_NICE") {
+		t.Errorf("advice for a record without a class: %s", a)
+	}
+}
+
 // The machine's input backlogs' drops are read from softnet_stat (this
 // machine has one line per CPU), and any during a trial flags it.
 func TestBacklogDrops(t *testing.T) {

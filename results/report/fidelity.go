@@ -198,6 +198,13 @@ type DelayFidelity struct {
 	// else there, every release due meanwhile is late. -1: unknown (the
 	// lines may run on any CPU).
 	LoopCPUStealPct float64 `json:"loop_cpu_steal_pct"`
+	// LoopClass is the lines' thread's scheduling class: "realtime", or
+	// "normal" where the kernel refused real time (without CAP_SYS_NICE);
+	// its wake-ups then wait behind whatever runs on its CPU. DemotedMS is
+	// how long a real-time loop left real time during the traffic because
+	// it was saturated.
+	LoopClass string  `json:"loop_class,omitempty"`
+	DemotedMS float64 `json:"demoted_ms,omitempty"`
 	// FullFrameUS is an MTU-sized packet's time on the delayed link where
 	// it is shortest, µs, and FullFrameRateMbps that link's rate: a burst's
 	// packets fall due a frame apart, and a loop that takes longer per

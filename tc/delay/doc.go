@@ -41,7 +41,8 @@
 // forwarding each released packet on, in the loop thread's system call;
 // at low rates wake-ups dominate. Timed sleeps on a virtual machine wake
 // late, so the loop asks to wake earlier by the median overshoot and
-// spins at most 20 µs to each release; once the machine saturates,
+// spins at most 20 µs to each release, at real-time priority so that no
+// other thread holds its CPU at the time (priority.go); once the machine saturates,
 // packets wait and lateness grows to milliseconds.
 // BenchmarkDelayLineCapacity (emu's tests) measures the loop's rate, CPU
 // per packet and lateness. Every trial records the lines' lateness and

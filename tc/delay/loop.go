@@ -100,6 +100,7 @@ type eventLoop struct {
 	// verdictNS is the time spent in verdict system calls (VerdictTime).
 	verdictNS atomic.Int64
 	timer     timer
+	prio      priority
 
 	mu   sync.Mutex // guards hist and err
 	hist histogram
@@ -259,9 +260,8 @@ func (w *eventLoop) fail(err error) {
 // ordinary system calls, a sleep longer than 20 µs lets the runtime hand
 // the P to another goroutine, and the loop, woken on time, then waits for
 // a P of its own. startEventLoop raises GOMAXPROCS by one for as long as
-// the loop runs, so the rest of the process keeps its share. It keeps the
-// normal scheduling class: at real-time priority its spinning would
-// starve the softirqs that forward the very packets it releases. The
+// the loop runs, so the rest of the process keeps its share. It runs at
+// real-time priority unless it is saturated (priority.go). The
 // kernel timestamps each packet as it arrives, so the loop need not read
 // arrivals at once: while it holds packets it sleeps until shortly before
 // the next release, then reads every arrival in batches and releases
@@ -276,8 +276,10 @@ func (w *eventLoop) fail(err error) {
 // that remains, and trials flag it.
 func (w *eventLoop) loop() {
 	defer close(w.done)
-	w.tid.Store(int32(becomeLoopThread()))
+	tid, realtime := becomeLoopThread()
+	w.tid.Store(int32(tid))
 	defer cpustat.Track(cpustat.DelayLines)()
+	w.prio.start(realtime, time.Now().UnixNano())
 	w.timer.margin.Store(int64(wakeMargin()))
 	fds := []unix.PollFd{{Fd: int32(w.q.fd), Events: unix.POLLIN}, {Fd: int32(w.stopFD), Events: unix.POLLIN}}
 	for {
@@ -295,10 +297,12 @@ func (w *eventLoop) loop() {
 			w.fail(fmt.Errorf("delay: receive: %w", err))
 			return
 		}
-		if err := w.release(time.Now().UnixNano()); err != nil {
+		now := time.Now().UnixNano()
+		if err := w.release(now); err != nil {
 			w.fail(err)
 			return
 		}
+		w.prio.check(now)
 	}
 }
 
@@ -381,7 +385,7 @@ func (t *timer) until(due, limit int64, spin func() error) error {
 	return nil
 }
 
-// loopNice is the loop thread's nice value (see loop).
+// loopNice is the loop thread's nice value out of real time (priority.go).
 const loopNice = -10
 
 // spinMax bounds the spinning before a release: with it the loop costs at
@@ -390,25 +394,27 @@ const spinMax = int64(20 * time.Microsecond)
 
 // becomeLoopThread locks the calling goroutine to its thread for good (the
 // thread exits with the goroutine) and sets that thread up as the loop's:
-// fine timer slack, a nicer share of the CPU, on LoopCPU. It returns the
-// thread's id.
+// fine timer slack, real-time priority where the kernel grants it (see
+// priority.go) and nice −10 in case it does not, on LoopCPU. It returns the
+// thread's id and whether it runs at real time.
 //
-// The nicer share: on two cores, sixteen busy Homa transports left the
-// loop runnable but waiting, until it fell seconds behind and its queues
-// overflowed (homa/priorities on W2). Nice −10 weighs about nine times a
-// normal thread in CFS, which is not real time: the loop still yields
-// whenever it sleeps, so softirqs are not starved.
-func becomeLoopThread() int {
+// Nice −10 where real time is refused (a container without CAP_SYS_NICE):
+// on two cores, sixteen busy Homa transports left a nice-0 loop runnable
+// but waiting, until it fell seconds behind and its queues overflowed
+// (homa/priorities on W2). Nice −10 weighs about nine times a normal
+// thread.
+func becomeLoopThread() (tid int, realtime bool) {
 	runtime.LockOSThread() // never unlocked
-	tid := unix.Gettid()
+	tid = unix.Gettid()
 	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 	unix.Setpriority(unix.PRIO_PROCESS, tid, loopNice) // best effort
-	if LoopCPU >= 0 {                                  // see RPSMask
+	realtime = setRealtime(true) == nil
+	if LoopCPU >= 0 { // see RPSMask
 		var set unix.CPUSet
 		set.Set(LoopCPU)
 		unix.SchedSetaffinity(0, &set)
 	}
-	return tid
+	return tid, realtime
 }
 
 // wakeMargin measures how late this machine's timed sleeps wake (the median

@@ -59,7 +59,7 @@ const releases = 600
 
 // MeasureMachine times releases with the delay loop's own timer, then
 // spins for spin reading the clock, on a thread set up as the loop's is
-// (CPU, nice, timer slack).
+// (CPU, priority, timer slack).
 func MeasureMachine(spin time.Duration) MachineTiming {
 	out := make(chan MachineTiming)
 	go func() {
@@ -151,7 +151,7 @@ type Lateness struct {
 }
 
 // MeasureLateness times n releases after each of sleeps, with the loop's
-// own timer on a thread set up as the loop's (CPU, nice, timer slack). It
+// own timer on a thread set up as the loop's (CPU, priority, timer slack). It
 // takes n times the sum of sleeps, and a little more.
 func MeasureLateness(sleeps []time.Duration, n int) []Lateness {
 	out := make(chan []Lateness)

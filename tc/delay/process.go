@@ -91,14 +91,16 @@ type reply struct {
 
 // wireStats is Stats on the socket, the histogram's empty buckets left out.
 type wireStats struct {
-	Lines   []LineStats
-	Buckets [][2]uint64 // bucket, count
-	Over, N uint64
-	Max     time.Duration
+	Lines    []LineStats
+	Realtime bool
+	Demoted  time.Duration
+	Buckets  [][2]uint64 // bucket, count
+	Over, N  uint64
+	Max      time.Duration
 }
 
 func toWire(s Stats) *wireStats {
-	w := &wireStats{Lines: s.Lines, Over: s.lateness.over, N: s.lateness.n, Max: s.lateness.max}
+	w := &wireStats{Lines: s.Lines, Realtime: s.Realtime, Demoted: s.Demoted, Over: s.lateness.over, N: s.lateness.n, Max: s.lateness.max}
 	for i, c := range s.lateness.counts {
 		if c > 0 {
 			w.Buckets = append(w.Buckets, [2]uint64{uint64(i), c})
@@ -108,7 +110,7 @@ func toWire(s Stats) *wireStats {
 }
 
 func (w *wireStats) stats() Stats {
-	s := Stats{Lines: w.Lines}
+	s := Stats{Lines: w.Lines, Realtime: w.Realtime, Demoted: w.Demoted}
 	s.lateness.over, s.lateness.n, s.lateness.max = w.Over, w.N, w.Max
 	for _, b := range w.Buckets {
 		if b[0] < uint64(len(s.lateness.counts)) {

@@ -9,6 +9,10 @@ import (
 // Stats is what the delay lines did since they started.
 type Stats struct {
 	Lines []LineStats
+	// Realtime says the loop could run at real-time priority; Demoted is
+	// how long it ran out of it because it was saturated (priority.go).
+	Realtime bool
+	Demoted  time.Duration
 	// Packets released and how late each was beyond its line's delay.
 	lateness histogram
 }
@@ -31,7 +35,7 @@ func (w *eventLoop) Stats() (Stats, error) {
 		kernel, err = queueStats()
 		return err
 	})
-	s := Stats{}
+	s := Stats{Realtime: w.prio.granted, Demoted: w.prio.demoted(time.Now().UnixNano())}
 	for i, l := range w.lines {
 		k := kernel[uint16(i)]
 		s.Lines = append(s.Lines, LineStats{Name: l.Name, Packets: w.state[i].packets.Load(),
@@ -45,7 +49,7 @@ func (w *eventLoop) Stats() (Stats, error) {
 
 // Since is what happened between an earlier reading and s.
 func (s Stats) Since(before Stats) Stats {
-	out := Stats{lateness: s.lateness.sub(&before.lateness)}
+	out := Stats{Realtime: s.Realtime, Demoted: s.Demoted - before.Demoted, lateness: s.lateness.sub(&before.lateness)}
 	for i, l := range s.Lines {
 		if i < len(before.Lines) {
 			b := before.Lines[i]
