@@ -43,19 +43,23 @@ func MachineProfile(ctx context.Context, calibrate bool, labPrefix string) (*cos
 // the run it resumes) and keeps it in run.json. With scale auto it must
 // have a profile; otherwise a run without one has no predictions.
 func (r *runner) planRun(ctx context.Context) error {
-	if r.run.Plan != nil {
-		return nil // resumed: its points keep their s
-	}
+	resumed := r.run.Plan != nil
 	p := r.opts.Profile
 	if p == nil {
 		var why string
 		var err error
-		if p, why, err = MachineProfile(ctx, r.opts.Calibrate, r.opts.LabPrefix); err != nil {
+		// A resumed run keeps its plan; the profile only re-plans the points
+		// not yet run after a flagged trial, so it is not measured anew.
+		if p, why, err = MachineProfile(ctx, r.opts.Calibrate && !resumed, r.opts.LabPrefix); err != nil {
 			return err
 		}
 		if why != "" {
 			fmt.Fprintf(r.opts.Progress, "machine profile: %s\n", why)
 		}
+	}
+	if resumed {
+		r.profile = p // its points keep their s
+		return nil
 	}
 	if p == nil {
 		if r.spec.Scale != nil && r.spec.Scale.Auto {
@@ -151,6 +155,17 @@ func (r *runner) afterTrial(ctx context.Context, p Point, n int, t *report.Trial
 	}
 	if !replan {
 		return nil
+	}
+	if r.profile == nil {
+		// A resumed run whose profile this machine no longer has keeps the
+		// plan it was given.
+		if event == nil {
+			return nil
+		}
+		event.Action = "kept the plan: no machine profile to re-plan with"
+		r.run.Plan.Events = append(r.run.Plan.Events, *event)
+		fmt.Fprintf(r.opts.Progress, "        the plan predicted %s faithful: %s\n", event.Trial, event.Action)
+		return r.writeRunFile()
 	}
 	changes, err := r.replan(done)
 	if err != nil {

@@ -1,13 +1,18 @@
 package experiments
 
 import (
+	"context"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fabric-emu/fabric/experiments/cost"
+	"github.com/fabric-emu/fabric/internal/dirs"
+	"github.com/fabric-emu/fabric/results/report"
 )
 
 // testProfile is a machine whose only costs are those given: every other
@@ -181,5 +186,58 @@ func TestLadderWaitsForTheTimer(t *testing.T) {
 	pp := plan.Points[0]
 	if pp.Scale != 500 || pp.LateLimitUS != 100 || !strings.Contains(pp.Why, "s = 200: the machine's timer, 80 µs late at p99") {
 		t.Errorf("s = %g, limit %g µs, why %q; want 500, 100 µs, and s = 200's timer as the reason", pp.Scale, pp.LateLimitUS, pp.Why)
+	}
+}
+
+// A resumed run plans nothing anew: it keeps the s of its run.json and
+// takes the machine's profile only to re-plan after a flagged trial. On a
+// machine with no profile, a trial its plan predicted faithful and the
+// monitor flagged must leave the plan as it was, not end the run.
+func TestResumedRunKeepsItsPlanWithoutAProfile(t *testing.T) {
+	t.Setenv(dirs.StateEnv, t.TempDir()) // a machine with no profile
+	spec, err := Parse("tiny.yaml", []byte(`name: tiny
+lab: {name: tiny, topology: {kind: star, hosts: 3}, links: {rate: 100Mbit}}
+schemes: {tcp: {cc: cubic}}
+traffic: {pattern: incast, client: h0, servers: rest, size: 14480B, interval: 1s}
+duration: 3s
+`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := spec.Plan(PlanOptions{Profile: testProfile(cost.Costs{HopUS: 15})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := spec.Points()[0]
+	if pp := plan.Points[0]; pp.Point != p.Name || !pp.Faithful() {
+		t.Fatalf("plan of %s: %+v, want it predicted faithful", p.Name, pp)
+	}
+	var progress strings.Builder
+	r := &runner{spec: spec, opts: Options{Progress: &progress}, run: &RunFile{Plan: plan}, dir: t.TempDir()}
+	if err := r.planRun(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r.profile != nil || r.run.Plan != plan {
+		t.Fatalf("resumed on a machine with no profile: profile %v, plan replaced %v; want none and the same plan", r.profile, r.run.Plan != plan)
+	}
+	flagged := &report.TrialSummary{Fidelity: report.Fidelity{CPUSaturated: true}}
+	if err := r.afterTrial(context.Background(), p, 1, flagged, map[string]bool{p.Name: true}); err != nil {
+		t.Fatalf("a flagged trial of the resumed run: %v", err)
+	}
+	if ev := r.run.Plan.Events; len(ev) != 1 || !strings.Contains(ev[0].Action, "kept the plan") {
+		t.Errorf("plan events %+v, want one that kept the plan", ev)
+	}
+	if _, err := os.Stat(filepath.Join(r.dir, runFileName)); err != nil {
+		t.Errorf("run.json not rewritten with the event: %v", err)
+	}
+
+	// With a profile the resumed run re-plans with it.
+	prof := testProfile(cost.Costs{HopUS: 15})
+	r = &runner{spec: spec, opts: Options{Progress: &progress, Profile: prof}, run: &RunFile{Plan: plan}, dir: t.TempDir()}
+	if err := r.planRun(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r.profile != prof {
+		t.Errorf("resumed with a profile given: the runner plans with %v", r.profile)
 	}
 }

@@ -28,7 +28,9 @@ func TestMain(m *testing.M) {
 	if emu.IsAgent() {
 		main()
 	}
+	removeState := testenv.OwnState()
 	code := m.Run()
+	removeState()
 	if built.remove != nil {
 		built.remove()
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fabric-emu/fabric/internal/cpustat"
+	"github.com/fabric-emu/fabric/internal/dirs"
 )
 
 // EnvRequirePrivileged is the variable .ci/run sets.
@@ -102,9 +103,32 @@ func RunWithFabric(m *testing.M, binaryEnv string) {
 		os.Exit(1)
 	}
 	os.Setenv(binaryEnv, bin)
+	removeState := OwnState()
 	code := m.Run()
+	removeState()
 	remove()
 	os.Exit(code)
+}
+
+// OwnState gives the test binary, and the fabric processes it starts, a
+// state directory of their own (dirs.StateEnv), so that no test reads or
+// writes the machine's profile: a suite that planned with the machine's
+// profile where one was calibrated and without it elsewhere would test
+// two different runs. It returns the function that removes the directory.
+func OwnState() func() {
+	if os.Getenv(dirs.StateEnv) != "" {
+		return func() {} // the caller chose one
+	}
+	dir, err := os.MkdirTemp("", "fabric-test-state-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv(dirs.StateEnv, dir)
+	return func() {
+		os.Unsetenv(dirs.StateEnv)
+		os.RemoveAll(dir)
+	}
 }
 
 // ReadCPU reads the machine's CPU times, for a test that logs how much of
