@@ -299,14 +299,27 @@ func checkPhantomGrowth(a *testenv.Attempt, vqs []tc.PortStats, k units.Size) {
 			peak = i
 		}
 	}
-	var grow []tc.PortStats
-	for _, s := range ok[:peak+1] {
-		if s.Phantom.VQ > 10e3 {
-			grow = append(grow, s)
-		}
+	if ok[peak].Phantom.VQ < uint64(k) {
+		a.Fatalf("the counter peaked at %d B: the stream never outran the drain to the threshold", ok[peak].Phantom.VQ)
 	}
-	if len(grow) < 10 || ok[peak].Phantom.VQ < uint64(k) {
-		a.Fatalf("the counter grew for %d samples to %d B: the stream never outran the drain to the threshold", len(grow), ok[peak].Phantom.VQ)
+	// The growth window ends at the peak and reaches back while the counter
+	// cannot have touched zero between two samples: the earlier held more
+	// than the drain takes in the interval (arrivals only add). A counter
+	// held at zero loses drain, so across a touch it gains more than sent −
+	// drain: a sender that stalls low in the ramp does that.
+	start := peak
+	for start > 0 {
+		prev, cur := ok[start-1], ok[start]
+		if float64(prev.Phantom.VQ) <= float64(prev.Phantom.DrainBps)*float64(cur.At-prev.At)/1e9 {
+			break
+		}
+		start--
+	}
+	grow := ok[start : peak+1]
+	if len(grow) < 10 {
+		all := float64(ok[peak].Phantom.Bytes-ok[0].Phantom.Bytes) / (float64(ok[peak].At-ok[0].At) / 1e9)
+		a.Stalled("the sender delivered %.1f Mbit/s and the counter may have touched zero %d samples before its peak", all*8/1e6, peak-start)
+		a.Fatalf("the counter stayed clear of zero for only %d samples before its peak of %d B", len(grow), ok[peak].Phantom.VQ)
 	}
 	// While it stays above zero the counter gains what it saw less the
 	// drain, both read together from the marker on its clock (At): its own
