@@ -159,3 +159,30 @@ func TestFairDrainWaterFills(t *testing.T) {
 		t.Errorf("a budget beyond the backlog served %v (want 7), backlogs left %v (want [0 7])", got, m.backlog)
 	}
 }
+
+// Long messages that overlap all finish, the last no later than a
+// work-conserving port would serve every wire byte from the first start,
+// plus a few round trips of ramp. These starts (hull/dynamic's quick
+// schedule at s = 10, seed 2) once left two of them a µB short of their
+// end for ever, lost to the rounding of their steps' sums.
+func TestOverlappingLongMessagesAllFinish(t *testing.T) {
+	starts := []int64{1415385876, 1430255138, 1642556481, 2266934048}
+	for _, fair := range []bool{false, true} {
+		var flows []Flow
+		for _, s := range starts {
+			flows = append(flows, Flow{StartNS: s, Size: 10e6})
+		}
+		fct, err := Run(Port{RateBPS: 100 * mbit, Bands: 1, Fair: fair, Threshold: 700e3}, LinuxTCP(2*time.Millisecond, 1500), 0, flows, 100*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		busy := time.Duration(float64(len(flows)) * 10e6 * snd.WireFactor * 8 / (100 * mbit) * 1e9)
+		for i, f := range fct {
+			end := time.Duration(starts[i]-starts[0]) + f
+			if f < 0 || end > busy+20*2*time.Millisecond {
+				t.Errorf("fair %v: message %d (start %v) finished after %v, %v after the first start; want at most %v plus 20 round trips",
+					fair, i, time.Duration(starts[i]), f, end, busy)
+			}
+		}
+	}
+}
