@@ -251,6 +251,9 @@ func (s *Spec) WithQuick() *Spec {
 		if q.Scale != nil {
 			c.Scale = q.Scale
 		}
+		if q.Seed > 0 {
+			c.Seed = q.Seed
+		}
 	}
 	return &c
 }
