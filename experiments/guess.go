@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/fabric-emu/fabric/emu"
 	"github.com/fabric-emu/fabric/experiments/fluid"
 	"github.com/fabric-emu/fabric/experiments/search"
 	"github.com/fabric-emu/fabric/hosts/transport"
@@ -62,14 +63,24 @@ func newGuesser(spec *Spec, seed uint64, progress func(string, ...any)) (*guesse
 		}
 		gs.schedules, gs.seeds = append(gs.schedules, sched), append(gs.seeds, ts)
 	}
-	senders, rx := spec.bottleneck(g, gs.schedules[0])
+	if err := gs.locate(g, gs.schedules[0]); err != nil {
+		return nil, err
+	}
+	return gs, nil
+}
+
+// locate finds sched's bottleneck in g, the receiver's switch port, and
+// the model's path delays and senders from its geometry, or says why the
+// lab has no model.
+func (gs *guesser) locate(g *emu.Graph, sched *Schedule) error {
+	senders, rx := gs.spec.bottleneck(g, sched)
 	hr := g.Node(rx)
 	if len(senders) == 0 || hr == nil || len(hr.Ifaces) != 1 {
-		return nil, errNoModel
+		return errNoModel
 	}
 	for _, name := range senders {
 		if h := g.Node(name); h == nil || len(h.Ifaces) != 1 || h.Ifaces[0].Peer.Node != hr.Ifaces[0].Peer.Node {
-			return nil, errNoModel
+			return errNoModel
 		}
 	}
 	hs := g.Node(senders[0]).Ifaces[0]
@@ -78,7 +89,7 @@ func newGuesser(spec *Spec, seed uint64, progress func(string, ...any)) (*guesse
 	gs.rtt = gs.path + hr.Ifaces[0].Impairment().Delay + hs.Peer.Impairment().Delay
 	gs.links = serialisingLinks(g, rx, senders[0])
 	gs.tcp = fluid.LinuxTCP(gs.rtt, hs.Link.MTU)
-	return gs, nil
+	return nil
 }
 
 // least bisects the model, as the search bisects trials, for the least

@@ -1,6 +1,7 @@
 package experiments
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"testing"
@@ -21,30 +22,26 @@ import (
 func longResponsesShared(t *testing.T, spec *Spec, p Point, seed uint64) (shared time.Duration, long int, load float64) {
 	t.Helper()
 	sp := spec.scaledBy(spec.runnableScale())
-	g, err := sp.LabSpec.Resolve()
+	g, sched := drawSchedule(t, sp, p, seed)
+	// The capacity search's model of the receiver's port (guesser), with
+	// the port's bandwidth shared evenly among the responses.
+	gs := &guesser{spec: sp}
+	if err := gs.locate(g, sched); err != nil {
+		t.Fatal(err)
+	}
+	port, _, err := gs.port(sp.schemeAt(p))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sched, err := sp.Schedule(g, p, seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rx := sp.bottleneck(g, sched)
-	hr := g.Node(rx)
-	port, err := sp.labFor(sp.schemeAt(p), p, "").Port(hr.Ifaces[0].Peer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rtt := 2 * (hr.Ifaces[0].Impairment().Delay + hr.Ifaces[0].Peer.Impairment().Delay)
+	port.Fair = true
 	var flows []fluid.Flow
 	for i := range sched.Len() {
-		if m := sched.Message(i); m.Dst == rx {
+		if m := sched.Message(i); m.Dst == gs.receiver {
 			flows = append(flows, fluid.Flow{StartNS: m.TimeNS, Size: m.Size})
-			load += float64(m.Size) * 8 / (float64(port.Rate) * sp.Duration.Seconds())
+			load += float64(m.Size) * 8 / (port.RateBPS * sp.Duration.Seconds())
 		}
 	}
-	fct, err := fluid.Run(fluid.Port{RateBPS: float64(port.Rate), Bands: 1, Fair: true, Threshold: float64(port.Buffer.BytesAt(port.MTU))},
-		fluid.LinuxTCP(rtt, port.MTU), 0, flows, 10*sp.Duration)
+	fct, err := fluid.Run(port, gs.tcp, gs.path, flows, 10*sp.Duration)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +61,7 @@ func longResponsesShared(t *testing.T, spec *Spec, p Point, seed uint64) (shared
 		}
 		edges = append(edges, edge{f.StartNS, 1}, edge{end, -1})
 	}
-	slices.SortFunc(edges, func(a, b edge) int { return int(a.at - b.at) })
+	slices.SortFunc(edges, func(a, b edge) int { return cmp.Compare(a.at, b.at) })
 	n := 0
 	for i, e := range edges {
 		if n >= 2 {

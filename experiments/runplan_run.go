@@ -156,20 +156,17 @@ func (r *runner) afterTrial(ctx context.Context, p Point, n int, t *report.Trial
 	if !replan {
 		return nil
 	}
+	var changes []string
 	if r.profile == nil {
 		// A resumed run whose profile this machine no longer has keeps the
-		// plan it was given.
-		if event == nil {
-			return nil
-		}
+		// plan it was given; only a flag asks (learnTransport needs a
+		// profile), so there is an event.
 		event.Action = "kept the plan: no machine profile to re-plan with"
-		r.run.Plan.Events = append(r.run.Plan.Events, *event)
-		fmt.Fprintf(r.opts.Progress, "        the plan predicted %s faithful: %s\n", event.Trial, event.Action)
-		return r.writeRunFile()
-	}
-	changes, err := r.replan(done)
-	if err != nil {
-		return err
+	} else {
+		var err error
+		if changes, err = r.replan(done); err != nil {
+			return err
+		}
 	}
 	if event != nil {
 		event.Changes = changes

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/fabric-emu/fabric/emu"
 )
 
 // scheduleExperiment is issue 12's schedule target: 60 s of W4 at 80 %
@@ -24,9 +26,9 @@ traffic: {pattern: dynamic, workload: homa_w4_google_all, load: 0.8, client: all
 duration: 60s
 `
 
-// writeSchedule computes point p's schedule with seed and returns each
-// host's file, by name.
-func writeSchedule(t testing.TB, spec *Spec, p Point, seed uint64) (map[string][]byte, int) {
+// drawSchedule resolves spec's lab and draws point p's schedule with
+// seed.
+func drawSchedule(t testing.TB, spec *Spec, p Point, seed uint64) (*emu.Graph, *Schedule) {
 	t.Helper()
 	g, err := spec.LabSpec.Resolve()
 	if err != nil {
@@ -36,6 +38,14 @@ func writeSchedule(t testing.TB, spec *Spec, p Point, seed uint64) (map[string][
 	if err != nil {
 		t.Fatal(err)
 	}
+	return g, s
+}
+
+// writeSchedule computes point p's schedule with seed and returns each
+// host's file, by name.
+func writeSchedule(t testing.TB, spec *Spec, p Point, seed uint64) (map[string][]byte, int) {
+	t.Helper()
+	_, s := drawSchedule(t, spec, p, seed)
 	dir := t.TempDir()
 	if err := s.WriteFiles(dir); err != nil {
 		t.Fatal(err)
