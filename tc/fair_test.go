@@ -29,9 +29,12 @@ type fairCase struct {
 // buckets (tc.FlowBucket), and the port's bucket counters show the
 // traffic in exactly those buckets. Shares come from the port's own
 // per-band and per-bucket counters over the intervals in which every
-// bucket that competes was backlogged: the round robin then gives each its
-// quantum per round, so the split is exact to the 10 ms sampling's error,
-// under a point. Without fair queueing a and b would split their band in
+// bucket that competes was backlogged throughout (judgeFair says how that
+// is known from samples): the round robin then gives each its quantum per
+// round, so the split is exact to the 10 ms sampling's error, under a
+// point. An interval judged by its ends alone let a 61 ms stall of the
+// senders, in which c's bucket emptied and band 1 took the port, move the
+// shares by a point. Without fair queueing a and b would split their band in
 // their offered ratio, 3:1.
 func TestFairQueueing(t *testing.T) {
 	testenv.RequireRoot(t)
@@ -103,9 +106,17 @@ func judgeFair(at *testenv.Attempt, c fairCase, got []tc.PortStats, ba, bb int, 
 			at.Fatalf("%d and %d bands in the port's counters, want 2", len(p.Bands), len(q.Bands))
 		}
 		pa, pb, qa, qb := bucketOf(p, ba), bucketOf(p, bb), bucketOf(q, ba), bucketOf(q, bb)
-		backlogged := min(pa.Backlog, pb.Backlog, qa.Backlog, qb.Backlog) >= frameBytes
+		// A bucket served at its share cannot empty within the interval
+		// if it held that share of the interval's bytes at its start;
+		// while none empties, none is served faster than its share. A
+		// late sample (the test's senders stalled with it) needs more.
+		dt := time.Duration(q.At - p.At)
+		holds := func(backlog uint64, want float64) bool {
+			return float64(backlog) >= max(frameBytes, want/100*float64(rate)/8*dt.Seconds())
+		}
+		backlogged := holds(pa.Backlog, c.want[0]) && holds(pb.Backlog, c.want[1])
 		if weighted {
-			backlogged = backlogged && min(p.Bands[0].Backlog, q.Bands[0].Backlog) >= frameBytes
+			backlogged = backlogged && holds(p.Bands[0].Backlog, c.want[2])
 		}
 		if !backlogged {
 			continue
@@ -113,7 +124,7 @@ func judgeFair(at *testenv.Attempt, c fairCase, got []tc.PortStats, ba, bb int, 
 		bytes[0] += float64(qa.Bytes - pa.Bytes)
 		bytes[1] += float64(qb.Bytes - pb.Bytes)
 		bytes[2] += float64(q.Bands[0].Bytes - p.Bands[0].Bytes)
-		busy += time.Duration(q.At - p.At)
+		busy += dt
 	}
 	if busy < time.Second {
 		at.Fatalf("the competing buckets were backlogged together for only %v of 3 s", busy)
