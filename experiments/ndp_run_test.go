@@ -54,8 +54,12 @@ func TestQuickNDPPriority(t *testing.T) {
 // issue's target at N = 7 (no port drops a header there, so a timeout
 // would only resend a packet that was trimmed and NACKed late). No scheme
 // can finish before the ideal, so NDP's p99 within 10 % of it is also
-// within 10 % of DCTCP's, which this lab (no link delay) often lets reach
-// the ideal too. NDP's mean and p99 are below TCP's. A query takes about
+// within 10 % of DCTCP's and TCP's, and below theirs whenever an RTO
+// delays a query's last response past that. Nothing stricter can be
+// asked: without link delay both reach the ideal too, DCTCP in two of
+// five runs and TCP in a CI run whose three RTOs all landed on responses
+// that were not a query's last (mean 1528 µs against NDP's 1530, the
+// ideal 1512). A query takes about
 // 300 ms of real time here (s = 200), so the 10 % margin is 30 ms, of
 // which NDP's own spread takes about half: a thread held back past 10 ms,
 // a third of the margin, is a stall that can carry one query past it.
@@ -81,9 +85,6 @@ func TestQuickNDPIncast(t *testing.T) {
 		}
 		tcp := row(t, res, "tcp", 0)
 		a.Logf("QCT mean / p99 (µs): NDP %.0f / %.0f, DCTCP %.0f / %.0f, TCP %.0f / %.0f", ndp.QCTAvg, ndp.QCTP99, dctcp.QCTAvg, dctcp.QCTP99, tcp.QCTAvg, tcp.QCTP99)
-		if !(ndp.QCTAvg < tcp.QCTAvg && ndp.QCTP99 < tcp.QCTP99) {
-			a.Errorf("NDP's QCT (mean %.0f, p99 %.0f µs) is not below TCP's (%.0f, %.0f)", ndp.QCTAvg, ndp.QCTP99, tcp.QCTAvg, tcp.QCTP99)
-		}
 		// Every trial's fidelity record carries the trimming counters of
 		// the lab's NDP ports (all 80 of the fat tree's switch ports), and
 		// only NDP's: N responses of 30 packets into an 8-packet data
