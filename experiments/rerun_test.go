@@ -4,13 +4,16 @@ import (
 	"cmp"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/fabric-emu/fabric/emu/emutest"
 	"github.com/fabric-emu/fabric/hosts/transport"
@@ -35,29 +38,51 @@ func TestFlaggedTrialIsRerunWithItsSeed(t *testing.T) {
 	}
 	prefix := emutest.Prefix(t, "t7f")
 	var progress syncBuffer
-	var spinning atomic.Bool
-	spinning.Store(true)
-	for range runtime.NumCPU() { // busy loops on every core: idle ~0 %, which the monitor flags
-		go func() {
-			for spinning.Load() {
+	// Busy loops on every core, idle ~0 %, which the monitor flags. They
+	// are processes of their own: goroutines here would spin only on what
+	// this binary's scheduler gives them, and once left idle above the
+	// monitor's floor (a CI run: the first trial judged faithful).
+	var spinners []*exec.Cmd
+	var once sync.Once
+	stopped := make(chan struct{})
+	stopSpinners := func() {
+		once.Do(func() {
+			for _, c := range spinners {
+				c.Process.Kill()
+				c.Wait()
 			}
-		}()
+			close(stopped)
+		})
 	}
-	defer spinning.Store(false)
-	go func() {
-		for spinning.Load() && !strings.Contains(progress.String(), "set aside as") {
-			time.Sleep(20 * time.Millisecond)
+	defer stopSpinners()
+	for range runtime.NumCPU() {
+		c := exec.Command("sh", "-c", "while :; do :; done")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
 		}
-		spinning.Store(false)
+		spinners = append(spinners, c)
+	}
+	go func() {
+		for !strings.Contains(progress.String(), "set aside as") {
+			select {
+			case <-stopped:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		stopSpinners()
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	res, err := Run(ctx, spec, Options{Out: t.TempDir(), LabPrefix: prefix, Seed: 5, Progress: &progress})
-	spinning.Store(false)
+	stopSpinners()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
 	t.Logf("progress:\n%s", progress.String())
+	var cpus unix.CPUSet
+	unix.SchedGetaffinity(0, &cpus)
+	t.Logf("this binary's runtime: GOMAXPROCS %d, its thread allowed %d of %d CPUs", runtime.GOMAXPROCS(0), cpus.Count(), runtime.NumCPU())
 	if res.SetAside < 1 || res.SetAside > spec.Reruns {
 		t.Fatalf("%d runs set aside, want 1 to %d (reruns)", res.SetAside, spec.Reruns)
 	}
