@@ -262,6 +262,30 @@ func (d *demand) tally(flows map[[2]uint16]*flow, answers float64) {
 			m[name][w] += v
 		}
 	}
+	// A host wakes for each of its data packets (sent or received) when
+	// they come more than cost.HostIdleGap apart: when its link takes
+	// longer than that to carry one full packet, so that no burst brings
+	// them closer, and its window carries too few for the gap to close.
+	// Half a flow's packets' cost is at each end.
+	perHost := map[uint16][]float64{}
+	slow := map[uint16]bool{}
+	for _, f := range flows {
+		for h, bps := range map[uint16]float64{f.src: f.senderBPS, f.dst: f.receiverPortBPS} {
+			if perHost[h] == nil {
+				perHost[h] = make([]float64, len(d.windows))
+			}
+			for w, p := range f.servedP {
+				perHost[h][w] += p
+			}
+			slow[h] = bps > 0 && float64(f.mtu)*8/bps > cost.HostIdleGap.Seconds()
+		}
+	}
+	sparse := func(h uint16, w int) float64 {
+		if n := perHost[h][w]; slow[h] && n > 0 && float64(d.window)/n > float64(cost.HostIdleGap) {
+			return 0.5
+		}
+		return 0
+	}
 	for _, f := range flows {
 		for w := range d.windows {
 			data := f.servedP[w]
@@ -271,6 +295,7 @@ func (d *demand) tally(flows map[[2]uint16]*flow, answers float64) {
 			back := data * answers
 			win := &d.windows[w]
 			win.DataPackets += data
+			win.SparsePackets += data * (sparse(f.src, w) + sparse(f.dst, w))
 			win.HopPackets += data*float64(f.route.switches) + back*float64(f.reverse.switches)
 			win.DelayPackets += data*float64(len(f.route.lines)) + back*float64(len(f.reverse.lines))
 			win.Captured += data*float64(len(f.route.captures)) + back*float64(len(f.reverse.captures))

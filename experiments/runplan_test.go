@@ -95,6 +95,46 @@ duration: 100ms
 // port at its rate, C/s / (8 × 1,448 bytes) data packets a second, and
 // every one and half as many ACKs cross the switch at 15 µs each. At
 // C = 10 Gbit/s that is 12.95 cores at s = 1: 97 % of two cores at
+// A data packet is priced as sparse, waking its hosts, only where its
+// link takes longer than cost.HostIdleGap to carry a full packet: 64 KB
+// responses every 150 ms at 5 Mbit/s (1,500-byte packets 2.4 ms apart)
+// are sparse at both ends, the same at 100 Mbit/s (0.12 ms apart, a
+// burst of 5 ms) at neither, though their windows carry as few packets.
+func TestPlanCountsSparsePackets(t *testing.T) {
+	for _, c := range []struct {
+		rate   string
+		sparse float64 // share of data packets
+	}{{"5Mbit", 1}, {"100Mbit", 0}} {
+		text := `name: sparse
+lab: {name: sparse, topology: {kind: star, hosts: 2}, links: {rate: ` + c.rate + `}}
+schemes: {tcp: {cc: cubic}}
+traffic: {pattern: incast, client: h0, servers: rest, size: 64KB, interval: 150ms}
+duration: 3s
+`
+		spec, err := Parse("sparse.yaml", []byte(text), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := spec.Points()[0]
+		sched, err := spec.Schedule(spec.graph, p, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := spec.demandOf(spec.labFor(spec.schemeAt(p), p, "sparse"), spec.schemeAt(p), sched, cpuSampleEvery)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var data, sparse float64
+		for _, w := range d.windows {
+			data += w.DataPackets
+			sparse += w.SparsePackets
+		}
+		if data == 0 || math.Abs(sparse/data-c.sparse) > 1e-9 {
+			t.Errorf("%s: %g of %g data packets sparse, want a share of %g", c.rate, sparse, data, c.sparse)
+		}
+	}
+}
+
 // s = 10, above the 60 % the ladder allows; 49 % at s = 20.
 func TestLadderPicksTheLeastFaithfulScale(t *testing.T) {
 	spec, err := Parse("ladder.yaml", []byte(pathExperiment), "")

@@ -54,7 +54,7 @@ func printProfile(w io.Writer, p *cost.Profile, path string) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "transport\tper message (µs)\tper packet (µs)\tper message waking its ends (µs)\tits processes: per message\tper packet\twaking\t")
+	fmt.Fprintln(tw, "transport\tper message (µs)\tper packet (µs)\tsparse packet (µs)\tper message waking its ends (µs)\tits processes: per message\tper packet\tsparse packet\twaking\t")
 	names := make([]string, 0, len(c.Transports))
 	for n := range c.Transports {
 		names = append(names, n)
@@ -62,7 +62,7 @@ func printProfile(w io.Writer, p *cost.Profile, path string) {
 	slices.Sort(names)
 	for _, n := range names {
 		t := c.Transports[n]
-		fmt.Fprintf(tw, "%s\t%.1f\t%.2f\t+%.1f\t%.1f\t%.2f\t+%.1f\t\n", n, t.MessageUS, t.PacketUS, t.WakeUS, t.ProcessMessageUS, t.ProcessPacketUS, t.ProcessWakeUS)
+		fmt.Fprintf(tw, "%s\t%.1f\t%.2f\t%.2f\t+%.1f\t%.1f\t%.2f\t%.2f\t+%.1f\t\n", n, t.MessageUS, t.PacketUS, t.SparsePacketUS, t.WakeUS, t.ProcessMessageUS, t.ProcessPacketUS, t.ProcessSparsePacketUS, t.ProcessWakeUS)
 	}
 	tw.Flush()
 	var late []string

@@ -12,13 +12,16 @@ type Window struct {
 	Messages float64 // messages that start
 	// Woken is how many of their ends (sender and receiver) find their
 	// host idle, counted in pairs: a message that wakes both counts 1.
-	Woken        float64
-	DataPackets  float64 // the transport's data packets
-	HopPackets   float64 // packets, data and answers, times the switches each crosses
-	DelayPackets float64 // packets times the delay lines each crosses
-	DelayWakes   float64 // the delay loop's wake-ups from idle (DelayWakes)
-	Captured     float64 // packets captured
-	PacerTurns   float64 // turns of the pacers' rate controllers
+	Woken       float64
+	DataPackets float64 // the transport's data packets
+	// SparsePackets are the data packets whose hosts had been idle since
+	// their last packet (HostIdleGap): Transport.SparsePacketUS each.
+	SparsePackets float64
+	HopPackets    float64 // packets, data and answers, times the switches each crosses
+	DelayPackets  float64 // packets times the delay lines each crosses
+	DelayWakes    float64 // the delay loop's wake-ups from idle (DelayWakes)
+	Captured      float64 // packets captured
+	PacerTurns    float64 // turns of the pacers' rate controllers
 }
 
 // Load is a trial as the model sees it: its transport's costs and what
@@ -84,7 +87,7 @@ func (c Costs) Predict(l Load, cpus int) Prediction {
 	for _, w := range l.Windows {
 		pct := c.RestPct + 100*c.WindowUS(w, l.Transport)/capUS
 		p.MeanPct += pct
-		p.Parts.Transports += 100 * (w.Messages*l.Transport.MessageUS + w.Woken*l.Transport.WakeUS + w.DataPackets*l.Transport.PacketUS) / capUS
+		p.Parts.Transports += 100 * (w.Messages*l.Transport.MessageUS + w.Woken*l.Transport.WakeUS + l.Transport.packetsUS(w)) / capUS
 		p.Parts.Switches += 100 * w.HopPackets * c.HopUS / capUS
 		p.Parts.DelayLines += 100 * (w.DelayPackets*c.DelayPacketUS + w.DelayWakes*c.DelayWakeUS) / capUS
 		p.Parts.Captures += 100 * w.Captured * c.CaptureUS / capUS
@@ -107,7 +110,7 @@ func (c Costs) Predict(l Load, cpus int) Prediction {
 // WindowUS is what one window's events cost, µs of CPU, the lab at rest
 // aside.
 func (c Costs) WindowUS(w Window, t Transport) float64 {
-	return w.Messages*t.MessageUS + w.Woken*t.WakeUS + w.DataPackets*t.PacketUS + w.HopPackets*c.HopUS +
+	return w.Messages*t.MessageUS + w.Woken*t.WakeUS + t.packetsUS(w) + w.HopPackets*c.HopUS +
 		w.DelayPackets*c.DelayPacketUS + w.DelayWakes*c.DelayWakeUS + w.Captured*c.CaptureUS + w.PacerTurns*c.PacerTurnUS
 }
 

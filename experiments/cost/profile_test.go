@@ -100,6 +100,18 @@ func TestPredictAddsTheCosts(t *testing.T) {
 	}
 }
 
+// Sparse packets cost SparsePacketUS instead of PacketUS, and PacketUS
+// where it was not measured: 6 dense and 4 sparse packets.
+func TestSparsePacketsCostTheirOwn(t *testing.T) {
+	w := Window{DataPackets: 10, SparsePackets: 4}
+	if got := (Transport{PacketUS: 10, SparsePacketUS: 30}).packetsUS(w); got != 6*10+4*30 {
+		t.Errorf("measured: %g µs, want 180", got)
+	}
+	if got := (Transport{PacketUS: 10}).packetsUS(w); got != 100 {
+		t.Errorf("unmeasured: %g µs, want 100", got)
+	}
+}
+
 // Releases further apart than DelayIdleGap wake the loop; those closer
 // share it, counted as gaps of random arrivals.
 func TestDelayWakes(t *testing.T) {
