@@ -24,6 +24,26 @@ func testProfile(c cost.Costs) *cost.Profile {
 	return &cost.Profile{CPUs: 2, Kernel: "k", CPUModel: "m", Fabric: "f", Date: time.Now(), Costs: c}
 }
 
+// demandOfText is the plan's demand for the first point of an
+// experiment file's text, seed 1.
+func demandOfText(t *testing.T, text string) *demand {
+	t.Helper()
+	spec, err := Parse("plan.yaml", []byte(text), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := spec.Points()[0]
+	sched, err := spec.Schedule(spec.graph, p, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := spec.demandOf(spec.labFor(spec.schemeAt(p), p, "plan"), spec.schemeAt(p), sched, cpuSampleEvery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 // A tiny incast, counted by hand: two servers send h0 14,480 bytes each
 // (ten 1,448-byte payloads) every second for three seconds, through one
 // switch whose LMM captures eth1 and eth2 arriving and eth0 leaving.
@@ -35,19 +55,7 @@ traffic: {pattern: incast, client: h0, servers: rest, size: 14480B, interval: 1s
 duration: 3s
 measure: {lmm: {switch: s0, from: [eth1, eth2], to: eth0}}
 `
-	spec, err := Parse("tiny.yaml", []byte(text), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := spec.Points()[0]
-	sched, err := spec.Schedule(spec.graph, p, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := spec.demandOf(spec.labFor(spec.schemeAt(p), p, "tiny"), spec.schemeAt(p), sched, cpuSampleEvery)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := demandOfText(t, text)
 	var sum cost.Window
 	for _, w := range d.windows {
 		sum.Messages += w.Messages
@@ -111,19 +119,7 @@ schemes: {tcp: {cc: cubic}}
 traffic: {pattern: incast, client: h0, servers: rest, size: 64KB, interval: 150ms}
 duration: 3s
 `
-		spec, err := Parse("sparse.yaml", []byte(text), "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := spec.Points()[0]
-		sched, err := spec.Schedule(spec.graph, p, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := spec.demandOf(spec.labFor(spec.schemeAt(p), p, "sparse"), spec.schemeAt(p), sched, cpuSampleEvery)
-		if err != nil {
-			t.Fatal(err)
-		}
+		d := demandOfText(t, text)
 		var data, sparse float64
 		for _, w := range d.windows {
 			data += w.DataPackets
