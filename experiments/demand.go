@@ -7,6 +7,7 @@ import (
 
 	"github.com/fabric-emu/fabric/emu"
 	"github.com/fabric-emu/fabric/experiments/cost"
+	"github.com/fabric-emu/fabric/hosts/probe"
 	"github.com/fabric-emu/fabric/tc/pacer"
 )
 
@@ -354,7 +355,7 @@ func (d *demand) pace(lab *emu.Spec, g *emu.Graph, senders []string) {
 }
 
 // addProbe adds the LMM's probe stream, when measured: a 1500-byte packet
-// every millisecond from its sender to its receiver (HULL §5.2), for the
+// every interval from its sender to its receiver (HULL §5.2), for the
 // schedule's duration.
 func (s *Spec) addProbe(sched *Schedule, window time.Duration, flowOf func(src, dst uint16) (*flow, error)) {
 	pr := s.Measure.Probe
@@ -370,7 +371,8 @@ func (s *Spec) addProbe(sched *Schedule, window time.Duration, flowOf func(src, 
 	if err != nil {
 		return
 	}
-	const pps, size = 1000.0, 1500.0
+	const size = float64(probe.DefaultSize)
+	pps := 1 / pr.every().Seconds()
 	for i := range f.arrived {
 		from := time.Duration(i) * window
 		if from >= s.Duration {

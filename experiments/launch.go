@@ -464,7 +464,7 @@ func (t *trial) startProbe(ctx context.Context) error {
 		return nil
 	}
 	p, err := t.startFabric(ctx, t.lab.Host(pr.From), "probe", []string{"probe", "send", "--host", pr.From,
-		"--to", t.lab.Host(pr.To).Addr().String(), "--dscp", "CS0", "--duration", t.spec.Duration.String()})
+		"--to", t.lab.Host(pr.To).Addr().String(), "--dscp", "CS0", "--interval", pr.every().String(), "--duration", t.spec.Duration.String()})
 	t.probe = p
 	return err
 }

@@ -249,6 +249,11 @@ func (s *Spec) scaledBy(f float64) *Spec {
 	c.Measure.Warmup = emu.ScaleTime(s.Measure.Warmup, f)
 	c.Traffic.Gap = emu.ScaleTime(s.Traffic.Gap, f)
 	c.Traffic.Interval = emu.ScaleTime(s.Traffic.Interval, f)
+	if pr := s.Measure.Probe; pr != nil {
+		scaled := *pr
+		scaled.Interval = emu.ScaleTime(pr.every(), f)
+		c.Measure.Probe = &scaled
+	}
 	c.Schemes = make(map[string]Scheme, len(s.Schemes))
 	for name, sc := range s.Schemes {
 		sc.Links = sc.Links.Scaled(f)

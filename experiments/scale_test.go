@@ -31,7 +31,7 @@ schemes:
 traffic: {pattern: incast, client: h0, servers: rest, size: 30KB, gap: 1ms, interval: 2ms}
 sweep: {scheme: all, delay: [2us, 5us]}
 duration: 50ms
-measure: {warmup: 5ms}
+measure: {warmup: 5ms, probe: {from: h1, to: h0}}
 quick: {scale: 10, duration: 20ms}
 `
 
@@ -81,6 +81,7 @@ func TestScaledAppliesTheRule(t *testing.T) {
 		{"pacer.buffer", l.Hosts.Pacer.Buffer, 30 * units.KB},
 		{"duration", s.Duration, 5 * time.Second},
 		{"measure.warmup", s.Measure.Warmup, 500 * time.Millisecond},
+		{"measure.probe's interval (HULL's 1 ms)", s.Measure.Probe.every(), 100 * time.Millisecond},
 		{"traffic.gap", s.Traffic.Gap, 100 * time.Millisecond},
 		{"traffic.interval", s.Traffic.Interval, 200 * time.Millisecond},
 		{"traffic.size", s.Traffic.Size, 30 * units.KB},
@@ -102,8 +103,8 @@ func TestScaledAppliesTheRule(t *testing.T) {
 			t.Errorf("%s = %v, want %v", c.what, c.got, c.want)
 		}
 	}
-	if spec.Duration != 50*time.Millisecond || *spec.LabSpec.Links.Rate != 10*units.Gbit {
-		t.Errorf("scaling changed the spec as written: duration %v, rate %v", spec.Duration, *spec.LabSpec.Links.Rate)
+	if spec.Duration != 50*time.Millisecond || *spec.LabSpec.Links.Rate != 10*units.Gbit || spec.Measure.Probe.every() != time.Millisecond {
+		t.Errorf("scaling changed the spec as written: duration %v, rate %v, probe interval %v", spec.Duration, *spec.LabSpec.Links.Rate, spec.Measure.Probe.every())
 	}
 	if s.graph == nil || s.graph.Hosts()[0].Ifaces[0].Link.Rate != 100*units.Mbit {
 		t.Errorf("the scaled spec's graph is not the scaled lab's")

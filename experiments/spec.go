@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/fabric-emu/fabric/emu"
+	"github.com/fabric-emu/fabric/hosts/probe"
 	"github.com/fabric-emu/fabric/hosts/transport"
 	"github.com/fabric-emu/fabric/hosts/workload"
 	"github.com/fabric-emu/fabric/internal/units"
@@ -271,10 +272,15 @@ func (l *LMMSpec) name() string {
 	return l.Switch + "_" + l.To
 }
 
-// ProbeSpec sends HULL's probe stream: a 1500-byte packet every 1 ms.
+// ProbeSpec sends HULL's probe stream: a 1500-byte packet every Interval
+// (1 ms, HULL §5.2, unless set), at the paper's scale like every time.
 type ProbeSpec struct {
-	From string `yaml:"from" json:"from"`
-	To   string `yaml:"to" json:"to"`
+	From     string        `yaml:"from" json:"from"`
+	To       string        `yaml:"to" json:"to"`
+	Interval time.Duration `yaml:"interval,omitempty" json:"interval,omitempty"`
 }
+
+// every is the time between two probes.
+func (p *ProbeSpec) every() time.Duration { return cmpOrDuration(p.Interval, probe.DefaultInterval) }
 
 // Known congestion controls (hosts/cc provides dctcp where the kernel has none).

@@ -13,6 +13,7 @@ import (
 	"github.com/fabric-emu/fabric/emu"
 	"github.com/fabric-emu/fabric/experiments/cost"
 	"github.com/fabric-emu/fabric/hosts/cc"
+	"github.com/fabric-emu/fabric/hosts/probe"
 	"github.com/fabric-emu/fabric/internal/cpustat"
 	"github.com/fabric-emu/fabric/results/capture"
 	"github.com/fabric-emu/fabric/results/lmm"
@@ -506,6 +507,10 @@ func (t *trial) measureLMM() error {
 		return nil
 	}
 	cfg := lmm.Config{}
+	if t.spec.Measure.Probe != nil {
+		// Every packet, and the probe stream's on their own too.
+		cfg.Probe.DstPort = probe.DefaultPort
+	}
 	if l.Probes {
 		cfg.Mode = lmm.Probes
 	}

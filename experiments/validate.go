@@ -386,6 +386,9 @@ func (s *Spec) validateMeasure() error {
 		if err := s.host("probe.to", p.To); err != nil {
 			return err
 		}
+		if p.Interval < 0 {
+			return yamlfile.Field("probe.interval", "must be positive, not %v", p.Interval)
+		}
 	}
 	return nil
 }

@@ -11,9 +11,32 @@ import (
 func rows(load float64, lat map[string]float64) []report.Row {
 	var out []report.Row
 	for s, v := range lat {
-		out = append(out, report.Row{Scheme: s, Load: load, LatAvg: v, FCT10MBAvg: math.NaN()})
+		out = append(out, report.Row{Scheme: s, Load: load, LatAvg: v, ProbeAvg: math.NaN(), ProbeP99: math.NaN(), FCT10MBAvg: math.NaN()})
 	}
 	return out
+}
+
+// HULL's latency tables take the probe stream's statistic, which is what
+// the paper's LMM timed, and every packet's only in a run without probes.
+func TestHULLTablesTakeTheProbes(t *testing.T) {
+	withProbe := rows(0.4, map[string]float64{"tcp-droptail": 1600, "dctcp-30k": 260})
+	for i := range withProbe {
+		withProbe[i].ProbeAvg = withProbe[i].LatAvg * 0.4
+	}
+	cmp, err := Compare("hull-table4", withProbe, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cmp.Rows[0].Measured[:2]; got[0] != 640 || got[1] != 104 {
+		t.Errorf("measured %v, want the probes' 640 and 104", got)
+	}
+	cmp, err = Compare("hull-table4", rows(0.4, map[string]float64{"tcp-droptail": 1600, "dctcp-30k": 260}), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cmp.Rows[0].Measured[:2]; got[0] != 1600 || got[1] != 260 {
+		t.Errorf("measured %v without probes, want every packet's 1600 and 260", got)
+	}
 }
 
 // The ordering check passes exactly when every pair the paper ranks keeps

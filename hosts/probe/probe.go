@@ -1,9 +1,9 @@
-// Package endpoint is the LMM's probe (HULL §5.2): a 1500-byte UDP packet
+// Package probe is the LMM's probe stream (HULL §5.2): a 1500-byte UDP packet
 // every millisecond from one host to another, whose one-way delay the
 // receiver records. It is a measurement of fabric's, run next to whatever
-// transport a scheme uses, not a transport: `fabric endpoint probe` sends,
-// `fabric endpoint probe-sink` receives and writes a Probe record per
-// packet (kernel receive timestamp, DSCP as it arrived).
+// transport a scheme uses, not a transport: `fabric probe send` sends,
+// `fabric probe sink` receives and writes a Probe record per packet
+// (kernel receive timestamp, DSCP as it arrived).
 package probe
 
 import (

@@ -194,6 +194,45 @@ func TestProbeModeAndCounters(t *testing.T) {
 	}
 }
 
+// Matching every packet with a probe port set, the probe stream is also
+// summarised on its own: its matched latencies and the probes the switch
+// dropped, while every packet, probes included, stays in the whole.
+func TestAllPacketsTalliesTheProbeStreamApart(t *testing.T) {
+	big := make([]byte, 1472)
+	m := NewMatcher(Config{Probe: ProbeSelector{DstPort: 5302}, Window: time.Millisecond})
+	ms := int64(time.Millisecond)
+	data := func(i byte) []byte { big[0] = i; return frame(2, 3, uint16(i), 4000, 80, big) }
+	probe := func(i byte) []byte { big[0] = i; return frame(1, 3, uint16(i), 4000, 5302, big) }
+	m.Ingress(0, data(1))
+	m.Ingress(10, probe(1))
+	m.Egress(100_000, routed(data(1)))  // 100 µs
+	m.Egress(110_010, routed(probe(1))) // a probe, 110 µs
+	m.Ingress(200_000, probe(2))        // dropped: the egress port sees later packets
+	m.Ingress(200_100, data(2))         // dropped too
+	m.Ingress(ms, data(4))
+	m.Egress(ms+100, routed(data(4))) // 0.1 µs
+	m.Ingress(3*ms, probe(3))         // a probe, 20 µs
+	m.Egress(3*ms+20_000, routed(probe(3)))
+	m.Ingress(3*ms+30_000, data(3))
+	m.Egress(3*ms+30_500, routed(data(3))) // 0.5 µs
+	r, err := m.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Counts.Matched != 5 || r.Counts.Unmatched != 2 {
+		t.Fatalf("counts %+v, want 5 matched and 2 dropped", r.Counts)
+	}
+	if p := r.Probe; p == nil || p.Matched != 2 || p.Lost != 1 || p.NS.Min != 20_000 || p.NS.Max != 110_000 {
+		t.Fatalf("probe tally %+v, want 2 matched (20 and 110 µs) and 1 lost", p)
+	}
+	if r.NS.N != 5 || r.NS.Max != 110_000 || r.NS.Min != 100 {
+		t.Fatalf("every packet's summary %+v, want the 5 matched, probes included", r.NS)
+	}
+	if r, _ := NewMatcher(Config{}).Finish(); r.Probe != nil {
+		t.Fatal("a match without a probe port tallied a probe stream")
+	}
+}
+
 func TestCorruptCaptureNamesFileAndOffset(t *testing.T) {
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "in.pcap"), filepath.Join(dir, "out.pcap")

@@ -172,6 +172,9 @@ func Measure(dir, name string, ingress []string, egress string, cfg Config) (*Su
 		return nil, fmt.Errorf("lmm: %s: %w", f.Packets, err)
 	}
 	s := Summary{Name: name, Ingress: ingress, Egress: egress, Mode: r.Mode, Counts: r.Counts, US: r.NS.Scale(1e-3)}
+	if p := r.Probe; p != nil {
+		s.Probe = &ProbeSummary{Matched: p.Matched, Lost: p.Lost, US: p.NS.Scale(1e-3)}
+	}
 	if err := writeSummary(f, s, r); err != nil {
 		return nil, err
 	}

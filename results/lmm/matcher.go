@@ -69,8 +69,11 @@ const DefaultWindow = time.Second
 
 // Config tunes a Matcher.
 type Config struct {
-	Mode   Mode
-	Probe  ProbeSelector // used in Probes mode; zero MinIPLen means 1400
+	Mode Mode
+	// Probe recognises the probe stream: in Probes mode only its packets
+	// are matched; in AllPackets mode, with a DstPort set, its packets are
+	// also summarised on their own (Result.Probe). Zero MinIPLen means 1400.
+	Probe  ProbeSelector
 	Window time.Duration // zero means DefaultWindow
 	// Packets, if set, receives one CSV row per matched packet, streamed.
 	Packets *PacketWriter
@@ -136,6 +139,13 @@ type Matcher struct {
 	firstEgress, lastEgress int64
 	counts                  Counts
 	latency                 []float64 // ns, every matched packet
+	probe                   *probeTally
+}
+
+// probeTally is the probe stream's share of an AllPackets match.
+type probeTally struct {
+	latency []float64 // ns, every matched probe
+	lost    int64     // probes the switch dropped
 }
 
 // NewMatcher returns a matcher with cfg's defaults filled in.
@@ -146,12 +156,22 @@ func NewMatcher(cfg Config) *Matcher {
 	if cfg.Probe.MinIPLen == 0 {
 		cfg.Probe.MinIPLen = 1400
 	}
-	return &Matcher{
+	m := &Matcher{
 		cfg:      cfg,
 		window:   int64(cfg.Window),
 		waiting:  make(map[Key]pending, 1<<12),
 		egressTo: make(map[uint32]struct{}),
 	}
+	if cfg.Mode == AllPackets && cfg.Probe.DstPort != 0 {
+		m.probe = &probeTally{}
+	}
+	return m
+}
+
+// isProbe tells whether an AllPackets match tallies k's packet as a probe
+// too: its UDP port names the stream, whatever its size.
+func (m *Matcher) isProbe(k Key) bool {
+	return m.probe != nil && k.Proto == 17 && k.DPort == m.cfg.Probe.DstPort
 }
 
 // key parses a frame and applies the mode; ok is false when the frame was
@@ -229,6 +249,9 @@ func (m *Matcher) egress(ts int64, h header, why parseReason) error {
 	}
 	m.counts.Matched++
 	m.latency = append(m.latency, float64(lat))
+	if m.isProbe(h.key) {
+		m.probe.latency = append(m.probe.latency, float64(lat))
+	}
 	if m.cfg.Packets != nil {
 		m.cfg.Packets.add(p.ts, ts, &h)
 	}
@@ -264,6 +287,9 @@ func (m *Matcher) evict(e fifoEntry) {
 		m.counts.OutsideEgress++
 	case seen:
 		m.counts.Unmatched++
+		if m.isProbe(e.key) {
+			m.probe.lost++
+		}
 	default:
 		m.counts.OtherPort++
 	}
@@ -274,7 +300,19 @@ type Result struct {
 	Mode   string        `json:"mode"`
 	Counts Counts        `json:"counts"`
 	NS     stats.Summary `json:"latency_ns"` // switch latency statistics, nanoseconds
+	// Probe is the probe stream's own latency in an AllPackets match with
+	// a probe port; nil otherwise. The probes sample the queue at fixed
+	// times, so theirs is the time average that HULL's LMM reported,
+	// where NS weights each busy moment by the packets it carried.
+	Probe  *ProbeResult `json:"probe,omitempty"`
 	sorted []float64
+}
+
+// ProbeResult is the probe stream's part of a match.
+type ProbeResult struct {
+	Matched int64         `json:"matched"`
+	Lost    int64         `json:"lost"` // dropped at the switch
+	NS      stats.Summary `json:"latency_ns"`
 }
 
 // Latencies returns every matched packet's latency in ns, ascending.
@@ -293,10 +331,15 @@ func (m *Matcher) Finish() (*Result, error) {
 		}
 	}
 	slices.Sort(m.latency)
-	return &Result{
+	r := &Result{
 		Mode:   m.cfg.Mode.String(),
 		Counts: m.counts,
 		NS:     stats.SummarizeSorted(m.latency),
 		sorted: m.latency,
-	}, nil
+	}
+	if m.probe != nil {
+		slices.Sort(m.probe.latency)
+		r.Probe = &ProbeResult{Matched: int64(len(m.probe.latency)), Lost: m.probe.lost, NS: stats.SummarizeSorted(m.probe.latency)}
+	}
+	return r, nil
 }

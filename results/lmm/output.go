@@ -162,6 +162,15 @@ type Summary struct {
 	Mode    string        `json:"mode"`
 	Counts  Counts        `json:"counts"`
 	US      stats.Summary `json:"latency_us"` // microseconds
+	// Probe is the probe stream's own latency (Result.Probe), in µs.
+	Probe *ProbeSummary `json:"probe,omitempty"`
+}
+
+// ProbeSummary is ProbeResult in microseconds.
+type ProbeSummary struct {
+	Matched int64         `json:"matched"`
+	Lost    int64         `json:"lost"`
+	US      stats.Summary `json:"latency_us"`
 }
 
 // cdfPoints bounds the CDF file: 2000 exact steps draw a smooth curve and

@@ -150,6 +150,10 @@ func (t *TrialSummary) loadLMM(dir string) error {
 		us := s.US
 		c := s.Counts
 		t.SwitchLatencyUS, t.LMM = &us, &c
+		if p := s.Probe; p != nil && p.Matched > 0 {
+			pu := p.US
+			t.ProbeLatencyUS, t.ProbesLost = &pu, p.Lost
+		}
 		t.Fidelity.LMMUnmatched = c.Unmatched
 		if len(sums) > 1 {
 			t.Fidelity.Notes = append(t.Fidelity.Notes, fmt.Sprintf("%d LMM measurements; table uses %s", len(sums), filepath.Base(sums[0])))

@@ -125,15 +125,22 @@ func priorityTable(b *strings.Builder, sh shape, rows []Row) {
 		})
 }
 
+// probeNote says how the probe columns differ from the per-packet ones.
+const probeNote = "The probe columns, where a probe stream ran, are its packets' alone: " +
+	"they sample the queue at fixed times, as HULL's LMM did, so idle time counts; " +
+	"the per-packet mean weights each moment by the packets it carried, which puts it near the probes' mean over the port's utilization (Little's law)."
+
 // hullTable is HULL Table 4's shape: switch latency and the 1 KB and
 // 10 MB flows' completion times.
 func hullTable(b *strings.Builder, sh shape, rows []Row) {
 	section(b, sh, rows, "Switch latency and flow completion (HULL Table 4's shape)",
-		"Switch latency is the LMM's per-packet measurement from captures at the switch's ports.",
+		"Switch latency is the LMM's per-packet measurement from captures at the switch's ports. "+probeNote,
 		[]column{
 			{"switch latency avg (µs)", func(r Row) float64 { return r.LatAvg }, 1, false},
 			{"90th (µs)", func(r Row) float64 { return r.LatP90 }, 1, false},
 			{"99th (µs)", func(r Row) float64 { return r.LatP99 }, 1, false},
+			{"probe avg (µs)", func(r Row) float64 { return r.ProbeAvg }, 1, false},
+			{"probe 99th (µs)", func(r Row) float64 { return r.ProbeP99 }, 1, false},
 			{"1KB FCT avg (µs)", func(r Row) float64 { return r.FCT1KBAvg }, 0, false},
 			{"1KB FCT 99th (µs)", func(r Row) float64 { return r.FCT1KBP99 }, 0, false},
 			{"10MB FCT avg (ms)", func(r Row) float64 { return r.FCT10MBAvg }, 1, false},
@@ -142,11 +149,13 @@ func hullTable(b *strings.Builder, sh shape, rows []Row) {
 
 func latencyTable(b *strings.Builder, sh shape, rows []Row) {
 	section(b, sh, rows, "Switch latency",
-		"The LMM's per-packet measurement from captures at the switch's ports.",
+		"The LMM's per-packet measurement from captures at the switch's ports. "+probeNote,
 		[]column{
 			{"avg (µs)", func(r Row) float64 { return r.LatAvg }, 1, false},
 			{"90th (µs)", func(r Row) float64 { return r.LatP90 }, 1, false},
 			{"99th (µs)", func(r Row) float64 { return r.LatP99 }, 1, false},
+			{"probe avg (µs)", func(r Row) float64 { return r.ProbeAvg }, 1, false},
+			{"probe 99th (µs)", func(r Row) float64 { return r.ProbeP99 }, 1, false},
 		})
 }
 

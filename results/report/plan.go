@@ -152,7 +152,7 @@ func (t *TrialSummary) toPaperUnits(s float64) {
 		return
 	}
 	inv := 1 / s
-	for _, sum := range []**stats.Summary{&t.SwitchLatencyUS, &t.FCT1KBUS, &t.FCT10MBUS, &t.QCTUS} {
+	for _, sum := range []**stats.Summary{&t.SwitchLatencyUS, &t.ProbeLatencyUS, &t.FCT1KBUS, &t.FCT10MBUS, &t.QCTUS} {
 		if *sum != nil {
 			v := (*sum).Scale(inv)
 			*sum = &v

@@ -21,7 +21,8 @@ type Row struct {
 	Trials  int
 	Unfaith int // trials flagged unfaithful
 
-	LatAvg, LatP90, LatP99 float64 // switch latency, µs
+	LatAvg, LatP90, LatP99 float64 // switch latency over every packet, µs
+	ProbeAvg, ProbeP99     float64 // the probe stream's switch latency, µs
 	FCT1KBAvg, FCT1KBP99   float64 // µs
 	FCT10MBAvg             float64 // ms
 	QCTAvg, QCTP50, QCTP99 float64 // µs
@@ -242,6 +243,8 @@ func aggregate(trials []*TrialSummary, keys []string) []Row {
 		all := func(t *TrialSummary) *stats.Summary { return t.SlowdownAll }
 		short := func(t *TrialSummary) *stats.Summary { return t.ShortHalf }
 		r.LatAvg, r.LatP90, r.LatP99 = stat(lat, mean), stat(lat, p90), stat(lat, p99)
+		probe := func(t *TrialSummary) *stats.Summary { return t.ProbeLatencyUS }
+		r.ProbeAvg, r.ProbeP99 = stat(probe, mean), stat(probe, p99)
 		r.FCT1KBAvg, r.FCT1KBP99 = stat(k1, mean), stat(k1, p99)
 		r.FCT10MBAvg = stat(func(t *TrialSummary) *stats.Summary { return t.FCT10MBUS }, mean) / 1e3
 		r.QCTAvg, r.QCTP50, r.QCTP99 = stat(qct, mean), stat(qct, p50), stat(qct, p99)

@@ -52,6 +52,11 @@ type TrialSummary struct {
 
 	SwitchLatencyUS *stats.Summary `json:"switch_latency_us,omitempty"`
 	LMM             *lmm.Counts    `json:"lmm,omitempty"`
+	// ProbeLatencyUS is the probe stream's switch latency, when the LMM
+	// summarised it (lmm.Result.Probe): the queue sampled at fixed times,
+	// as HULL's LMM reported it. ProbesLost are probes the switch dropped.
+	ProbeLatencyUS *stats.Summary `json:"probe_latency_us,omitempty"`
+	ProbesLost     int64          `json:"probes_lost,omitempty"`
 
 	FCT1KBUS    *stats.Summary `json:"fct_1kb_us,omitempty"`
 	FCT10MBUS   *stats.Summary `json:"fct_10mb_us,omitempty"`

@@ -61,11 +61,21 @@ var summaryColumns = []string{
 	"scheme", "load", "point", "trial",
 	"lat_avg_us", "lat_p50_us", "lat_p90_us", "lat_p99_us", "lat_p999_us", "lat_max_us",
 	"lmm_matched", "lmm_unmatched", "lmm_egress_only",
+	"probe_avg_us", "probe_p99_us", "probes_lost",
 	"fct_1kb_avg_us", "fct_1kb_p99_us", "fct_10mb_avg_us", "fct_10mb_p99_us",
 	"slowdown_p50", "slowdown_p99",
 	"qct_avg_us", "qct_p99_us",
 	"tput_avg_mbps", "utilization", "jain",
 	"capture_drops", "cpu_saturated", "incomplete_flows", "faithful", "dir",
+}
+
+// probesLost is a trial's count of probes the switch dropped, "" without
+// a probe stream.
+func probesLost(t *TrialSummary) string {
+	if t.ProbeLatencyUS == nil {
+		return ""
+	}
+	return strconv.FormatInt(t.ProbesLost, 10)
 }
 
 func writeSummaryCSV(path string, trials []*TrialSummary) error {
@@ -101,6 +111,7 @@ func writeSummaryCSV(path string, trials []*TrialSummary) error {
 			g(t.SwitchLatencyUS, mean), g(t.SwitchLatencyUS, p50), g(t.SwitchLatencyUS, p90), g(t.SwitchLatencyUS, p99),
 			g(t.SwitchLatencyUS, p999), g(t.SwitchLatencyUS, mx),
 			matched, unmatched, egressOnly,
+			g(t.ProbeLatencyUS, mean), g(t.ProbeLatencyUS, p99), probesLost(t),
 			g(t.FCT1KBUS, mean), g(t.FCT1KBUS, p99), g(t.FCT10MBUS, mean), g(t.FCT10MBUS, p99),
 			g(t.SlowdownAll, p50), g(t.SlowdownAll, p99),
 			g(t.QCTUS, mean), g(t.QCTUS, p99),
