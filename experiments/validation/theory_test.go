@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 func near(t *testing.T, what string, got, want, tol float64) {
@@ -55,6 +56,38 @@ func TestDCTCPSteadyState(t *testing.T) {
 	near(t, "A(2, 25)", DCTCPAmplitude(2, 5, 20), 5, 1e-12)
 	near(t, "T_C(2, 25)", DCTCPPeriod(2, 5, 20), 2.5, 1e-12)
 	near(t, "Q_max(8, 19.8)", DCTCPQueueMax(8, 19.8), 27.8, 1e-12)
+}
+
+// A sawtooth five times as long as the model's period, 8 packets from
+// trough to peak, sampled at Poisson times 250 µs apart for 18 s, with its
+// level stepping up by 20 packets half-way (as four flows' queue did):
+// the period found is the sawtooth's own, and a stretch of it holds the
+// whole swing, where a stretch of the model's period holds a fifth.
+func TestSawtoothPeriodIsTheBacklogsOwn(t *testing.T) {
+	const model = 40 * time.Millisecond
+	period := 5 * model
+	rng := rand.New(rand.NewPCG(1, 2))
+	var q []queueSample
+	for at := int64(0); at < int64(18*time.Second); at += int64(rng.ExpFloat64() * 250e3) {
+		phase := float64(at%int64(period)) / float64(period)
+		level := 14 + 8*phase // rises through the period, then drops at once
+		if at > int64(9*time.Second) {
+			level += 20
+		}
+		q = append(q, queueSample{at: at, backlogPkts: math.Round(level)})
+	}
+	const bin = int64(2 * time.Millisecond)
+	x := binnedBacklog(q, bin)
+	got, seen := sawtoothPeriod(x, float64(model)/float64(bin))
+	if want := int(int64(period) / bin); !seen || math.Abs(float64(got-want)) > 0.05*float64(want) {
+		t.Fatalf("period %d bins (seen %v), want %d within 5 %%", got, seen, want)
+	}
+	if _, swing, _ := perPeriod(x, got); math.Abs(swing-8) > 1 {
+		t.Errorf("swing over the found period %.1f packets, want 8 ± 1", swing)
+	}
+	if _, swing, _ := perPeriod(x, int(int64(model)/bin)); swing > 3 {
+		t.Errorf("swing over the model's period %.1f packets: the test's sawtooth is not longer than the model's", swing)
+	}
 }
 
 // The phantom queue's rule by hand, on four packets of service time 1
