@@ -189,13 +189,13 @@ func (p Port) programCfg() portPortCfg {
 	switch {
 	case p.NDP != nil:
 		cfg.Marker = markNDP
-		cfg.StaleNs = p.staleAfter()
+		cfg.StaleNs = p.staleAfter(2 * time.Millisecond)
 		p.ndpCaps(&cfg)
 	case p.ECN != nil:
 		cfg.Marker = markECN
 		cfg.DrainBps = uint64(p.Rate.BytesPerSecond())
 		cfg.Threshold = uint32(p.ECN.Threshold)
-		cfg.StaleNs = p.staleAfter()
+		cfg.StaleNs = p.staleAfter(ecnStaleSlack)
 		if p.Buckets > 0 {
 			// A bucket overflows while its band has room: drops cannot be
 			// predicted from the band's count, so port_drop sees them.
@@ -283,13 +283,24 @@ func (p Port) markerCap() uint32 {
 }
 
 // staleAfter is how long a port with a queue can send nothing: HTB sends a
-// frame every frame time; a few frame times and 2 ms of scheduling slack
-// later, a port that still "has a queue" has lost a packet after its qdisc
-// (a veth drop) and is really empty.
-func (p Port) staleAfter() uint64 {
+// frame every frame time, so a port that still "has a queue" a few frame
+// times and slack later counted in a packet its fifo dropped and is
+// really empty.
+func (p Port) staleAfter(slack time.Duration) uint64 {
 	frame := float64(p.MTU+frameOverhead) / p.Rate.BytesPerSecond()
-	return uint64(4*frame*1e9) + uint64(2*time.Millisecond)
+	return uint64(4*frame*1e9) + uint64(slack)
 }
+
+// ecnStaleSlack is longer than the machine's stalls, in which nothing is
+// sent or received anywhere: after one, the first arrival finds the port
+// silent for as long, and a reset then drops the whole queue from the
+// count for good, so the queue sits that much above K. Stalls here reach
+// tens of milliseconds (21.6 ms in a validate/dctcp trial, whose queue
+// stepped up by 18 packets at it). A count kept high by a mispredicted
+// drop waits this long at an idle port to be cleared, and marks nothing
+// meanwhile unless it reaches K. NDP keeps 2 ms: a false reset there
+// overfills the fifo, whose drops were counted in and so even it out.
+const ecnStaleSlack = 200 * time.Millisecond
 
 // attach adds clsact (if missing) and points fabric's filter on hook
 // (ingress or egress) at prog.

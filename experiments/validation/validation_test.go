@@ -39,14 +39,10 @@ func TestEveryScenarioIsChecked(t *testing.T) {
 // scenario's quick variant within the issue's tolerance (10 % for the
 // M/D/1 port, Little's law and the delay lines, 25 % for DCTCP, 20 % for
 // the phantom queue, the M/D/1 waits' distribution by Kolmogorov–Smirnov
-// at 1 %), on trials the fidelity monitor did not flag. One check is
-// logged, not judged here, and stays open in issue 39 (`fabric validate`
-// judges it): DCTCP's oscillation amplitude (4–5 packets against the
-// synchronised model's 6.0), which may be the flows' desynchronisation
-// rather than the emulator. A flagged trial is a stall the attempt
-// measured, and so is a thread of the machine held back past 1 ms (a
-// Poisson sender's packets a millisecond late bunch: the mean gap between
-// them is 2 ms); only then is an attempt retried, twice at most (one
+// at 1 %), on trials the fidelity monitor did not flag. A flagged trial
+// is a stall the attempt measured, and so is a thread of the machine held
+// back past 1 ms (a Poisson sender's packets a millisecond late bunch: the
+// mean gap between them is 2 ms); only then is an attempt retried, twice at most (one
 // hiccup of tens of milliseconds flags a trial), and a retry runs the
 // scenarios that did not pass again, with their seeds. About 60 s of
 // traffic and labs.
@@ -68,9 +64,6 @@ func TestQuickValidation(t *testing.T) {
 			switch {
 			case c.Verdict == Pass:
 				continue
-			case openInIssue39(c.Name):
-				a.Logf("not judged here (see above): %s", c.Name)
-				continue
 			case c.Verdict == Unfaithful && !flagged[c.Trial]:
 				flagged[c.Trial] = true
 				a.Stalled("%s", c.Cause)
@@ -84,14 +77,4 @@ func TestQuickValidation(t *testing.T) {
 		}
 		pending = again
 	})
-}
-
-// openInIssue39 names the checks TestQuickValidation logs without judging.
-func openInIssue39(check string) bool {
-	for _, open := range []string{"DCTCP amplitude"} {
-		if strings.HasPrefix(check, open) {
-			return true
-		}
-	}
-	return false
 }
