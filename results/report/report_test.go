@@ -15,6 +15,7 @@ import (
 	"github.com/fabric-emu/fabric/results/capture"
 	"github.com/fabric-emu/fabric/results/internal/synth"
 	"github.com/fabric-emu/fabric/results/lmm"
+	"github.com/fabric-emu/fabric/results/stats"
 )
 
 // trialDir builds one trial directory the way a run leaves it: a synthetic
@@ -282,5 +283,42 @@ func TestLoaderFlagsATailMadeWhileTheCPUWasSaturated(t *testing.T) {
 	elsewhere := write(base + 1500e6)
 	if f := elsewhere.Fidelity; f.CPUTailDistorted || !f.Faithful() {
 		t.Fatalf("a saturated stretch away from the tail: %+v", f)
+	}
+}
+
+// A trial's LMM summary with a probe tally gives the trial its probe
+// latency and lost count; one without leaves both unset, so the report's
+// probe columns stay empty rather than reading zero.
+func TestLoadLMMReadsTheProbeTally(t *testing.T) {
+	dir := t.TempDir()
+	s := lmm.Summary{Name: "s0_eth0", US: stats.Summarize([]float64{10, 20, 30}),
+		Probe: &lmm.ProbeSummary{Matched: 2, Lost: 1, US: stats.Summarize([]float64{4, 8})}}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "s0_eth0.summary.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var tr TrialSummary
+	if err := tr.loadLMM(dir); err != nil {
+		t.Fatal(err)
+	}
+	if tr.ProbeLatencyUS == nil || tr.ProbeLatencyUS.Mean != 6 || tr.ProbesLost != 1 || tr.SwitchLatencyUS.Mean != 20 {
+		t.Fatalf("probe %+v lost %d, every packet %+v: want the probes' mean 6 and 1 lost beside every packet's 20", tr.ProbeLatencyUS, tr.ProbesLost, tr.SwitchLatencyUS)
+	}
+	s.Probe = nil
+	if b, err = json.Marshal(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "s0_eth0.summary.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var none TrialSummary
+	if err := none.loadLMM(dir); err != nil {
+		t.Fatal(err)
+	}
+	if none.ProbeLatencyUS != nil || probesLost(&none) != "" {
+		t.Fatalf("no probe stream, yet probe latency %+v and lost %q", none.ProbeLatencyUS, probesLost(&none))
 	}
 }
