@@ -134,30 +134,6 @@ func (m *cpuMonitor) Account() *report.CPUAccount {
 	return m.account.account()
 }
 
-// readBacklogDrops sums the packets every CPU's input backlog has dropped
-// since boot: the second column of /proc/net/softnet_stat, in hex. The
-// file is the machine's, not a namespace's, so another workload's drops
-// count too; on a machine running a lab they are the lab's.
-func readBacklogDrops() (uint64, error) {
-	b, err := os.ReadFile("/proc/net/softnet_stat")
-	if err != nil {
-		return 0, err
-	}
-	var sum uint64
-	for line := range strings.Lines(string(b)) {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		v, err := strconv.ParseUint(f[1], 16, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/net/softnet_stat: %w", err)
-		}
-		sum += v
-	}
-	return sum, nil
-}
-
 // cpuVerdict summarises samples: the lowest idle percentage, the fraction
 // of samples below the floor, and whether that makes the trial unfaithful.
 func cpuVerdict(samples []cpuSample) (minIdle, busyFrac float64, saturated bool) {

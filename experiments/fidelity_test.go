@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fabric-emu/fabric/internal/cpustat"
+	"github.com/fabric-emu/fabric/internal/snmp"
 	"github.com/fabric-emu/fabric/results/flows"
 	"github.com/fabric-emu/fabric/results/report"
 	"github.com/fabric-emu/fabric/tc/delay"
@@ -105,7 +106,7 @@ func TestAdviceNamesTheLoopsClass(t *testing.T) {
 // The machine's input backlogs' drops are read from softnet_stat (this
 // machine has one line per CPU), and any during a trial flags it.
 func TestBacklogDrops(t *testing.T) {
-	if _, err := readBacklogDrops(); err != nil {
+	if _, err := snmp.BacklogDrops(); err != nil {
 		t.Fatal(err)
 	}
 	f := &report.Fidelity{BacklogDrops: 615}

@@ -15,6 +15,7 @@ import (
 	"github.com/fabric-emu/fabric/hosts/cc"
 	"github.com/fabric-emu/fabric/hosts/probe"
 	"github.com/fabric-emu/fabric/internal/cpustat"
+	"github.com/fabric-emu/fabric/internal/snmp"
 	"github.com/fabric-emu/fabric/results/capture"
 	"github.com/fabric-emu/fabric/results/lmm"
 	"github.com/fabric-emu/fabric/results/report"
@@ -329,7 +330,7 @@ func (t *trial) runTraffic(ctx context.Context) (*trafficResult, error) {
 		wireCPU, _ = wire.LoopCPU()
 		stat0, _ = cpustat.ReadStat()
 	}
-	backlog0, backlogErr := readBacklogDrops()
+	backlog0, backlogErr := snmp.BacklogDrops()
 	var probes []*proc
 	if t.probeSink != nil {
 		probes = append(probes, t.probeSink)
@@ -344,7 +345,7 @@ func (t *trial) runTraffic(ctx context.Context) (*trafficResult, error) {
 	res.elapsed = time.Since(time.Unix(0, t.startNS))
 	res.after = t.portCounters(context.WithoutCancel(ctx))
 	res.ndp = ndpFidelity(ndpBefore, readNDP(context.WithoutCancel(ctx), trimming))
-	if backlog1, err := readBacklogDrops(); err == nil && backlogErr == nil && backlog1 > backlog0 {
+	if backlog1, err := snmp.BacklogDrops(); err == nil && backlogErr == nil && backlog1 > backlog0 {
 		res.backlogDrops = backlog1 - backlog0
 	}
 	if wire != nil {

@@ -1,7 +1,8 @@
 // Package snmp reads the kernel's per-namespace protocol counters
 // (/proc/net/snmp), such as UDP's RcvbufErrors: datagrams that arrived
 // whole and were dropped because the receiving socket's buffer was full,
-// a loss no transport sees on the wire and the lab's ports do not count.
+// a loss no transport sees on the wire and the lab's ports do not count;
+// and the machine's input backlogs' drops (/proc/net/softnet_stat).
 package snmp
 
 import (
@@ -56,4 +57,28 @@ func Field(snmp, proto, field string) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("no %s %s in /proc/net/snmp", proto, field)
+}
+
+// BacklogDrops sums the packets every CPU's input backlog has dropped
+// since boot: the second column of /proc/net/softnet_stat, in hex. The
+// file is the machine's, not a namespace's, so another workload's drops
+// count too; on a machine running a lab they are the lab's.
+func BacklogDrops() (uint64, error) {
+	b, err := os.ReadFile("/proc/net/softnet_stat")
+	if err != nil {
+		return 0, err
+	}
+	var sum uint64
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, err := strconv.ParseUint(f[1], 16, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/net/softnet_stat: %w", err)
+		}
+		sum += v
+	}
+	return sum, nil
 }
