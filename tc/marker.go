@@ -163,7 +163,7 @@ func applyPrograms(ctx context.Context, c *nsConn, link netlink.Link, t Target, 
 		}
 	}
 	if cfg.Marker != markNone {
-		if err := watchTracepoint(t.Lab, "xmit_link", o.PortXmit); err != nil {
+		if err := watchTracepoint(t.Lab, xmitPin, o.PortXmit); err != nil {
 			return fmt.Errorf("departure counter: %w", err)
 		}
 	}
@@ -244,6 +244,43 @@ func applyPeer(o *portObjects, t Target, key portPortKey, cfg portPortCfg) error
 		return fmt.Errorf("peer parameters: %w", err)
 	}
 	return nil
+}
+
+// xmitPin names the pinned link of the lab's port_xmit.
+const xmitPin = "xmit_link"
+
+// XmitMisses is how often the lab's port_xmit did not run when its
+// tracepoint fired (the kernel's recursion misses of the program): each is
+// a departure that no counted port and no phantom queue of the lab saw, or
+// one of another device's, since the program fires for every device on
+// the machine. 0 when the lab has no such program.
+func XmitMisses(lab string) (uint64, error) {
+	dir, err := labPinDir(lab, false)
+	if err != nil {
+		return 0, err
+	}
+	l, err := bpflink.LoadPinnedLink(filepath.Join(dir, xmitPin), nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("departure counter: %w", err)
+	}
+	defer l.Close()
+	info, err := l.Info()
+	if err != nil {
+		return 0, fmt.Errorf("departure counter: %w", err)
+	}
+	prog, err := ebpf.NewProgramFromID(info.Program)
+	if err != nil {
+		return 0, fmt.Errorf("departure counter: %w", err)
+	}
+	defer prog.Close()
+	st, err := prog.Stats()
+	if err != nil {
+		return 0, fmt.Errorf("departure counter: %w", err)
+	}
+	return st.RecursionMisses, nil
 }
 
 // watchTracepoint attaches a tracing program (port_xmit at

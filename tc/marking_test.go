@@ -366,11 +366,21 @@ func TestPhantomQueueSerializes(t *testing.T) {
 	lab := tctest.NewStar(t, "a", "rx")
 	port := lab.Egress("rx")
 	const rate = 100 * units.Mbit
+	// The switch resolves rx's address before the port is measured, as a
+	// fabric lab's permanent neighbour entries do: of a burst the switch
+	// held for ARP, one packet left uncounted by the phantom queue in 1 of
+	// 10 runs on a loaded machine, and none of the bursts after it.
+	if _, err := lab.SendUDP(context.Background(), tctest.UDPStream{From: "a", To: netip.AddrPortFrom(lab.Addr("rx"), 6003),
+		Rate: 1e6, Size: 100, Duration: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
 	apply(t, port, resolve(t, tc.PortSettings{
 		Marking: &tc.MarkingSpec{Phantom: &tc.PhantomSpec{Drain: 0.95, Threshold: units.KB}}}, rate))
 	dst := netip.AddrPortFrom(lab.Addr("rx"), 6002)
 	sink := lab.ListenUDP("rx", 6002)
 	const bursts, perBurst, frame = 20, 8, 1514
+	missesBefore := xmitMisses(t, lab.Name)
 	for range bursts {
 		// 10 Gbit/s from a host whose NIC has no shaper: the frames reach
 		// the port within microseconds of each other.
@@ -400,15 +410,17 @@ func TestPhantomQueueSerializes(t *testing.T) {
 			ce++
 		}
 	}
-	t.Logf("%d bursts of %d: %d packets arrived, %d CE; phantom saw %d packets (%d ECT), marked %d, vq max %d B",
-		bursts, perBurst, len(got), ce, st.Phantom.Packets, st.Phantom.ECT, st.Phantom.Marks, st.Phantom.VQMax)
+	misses := xmitMisses(t, lab.Name) - missesBefore
+	t.Logf("%d bursts of %d: %d packets arrived, %d CE; phantom saw %d packets (%d ECT), marked %d, vq max %d B; port_xmit missed %d runs; the qdisc sent %d packets",
+		bursts, perBurst, len(got), ce, st.Phantom.Packets, st.Phantom.ECT, st.Phantom.Marks, st.Phantom.VQMax, misses, st.Packets)
 	if len(got) < bursts*perBurst*9/10 {
 		t.Fatalf("only %d of %d packets arrived", len(got), bursts*perBurst)
 	}
 	// Every frame was ECT(0); the counter reads that from the departing
-	// packet's header.
-	if st.Phantom.ECT < uint64(len(got)) || st.Phantom.ECT > st.Phantom.Packets {
-		t.Errorf("phantom queue counted %d ECT packets of %d seen, want ≥ the %d ECT packets that arrived", st.Phantom.ECT, st.Phantom.Packets, len(got))
+	// packet's header. It misses only what the kernel did not run it for.
+	if st.Phantom.ECT+misses < uint64(len(got)) || st.Phantom.ECT > st.Phantom.Packets {
+		t.Errorf("phantom queue counted %d ECT packets of %d seen, want ≥ the %d ECT packets that arrived less port_xmit's %d misses",
+			st.Phantom.ECT, st.Phantom.Packets, len(got), misses)
 	}
 	if ce != 0 || st.Phantom.Marks != 0 {
 		t.Errorf("bursts below the threshold's worth of serialized growth were marked: %d CE at the receiver, %d marks", ce, st.Phantom.Marks)
@@ -464,4 +476,14 @@ func TestPlainAgainFromAnotherProcess(t *testing.T) {
 	if st.ECN != nil || st.Phantom != nil {
 		t.Errorf("plain again, but the port still reports a marker: %+v", st)
 	}
+}
+
+// xmitMisses is tc.XmitMisses, fatal on error.
+func xmitMisses(t *testing.T, lab string) uint64 {
+	t.Helper()
+	n, err := tc.XmitMisses(lab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
