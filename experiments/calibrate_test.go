@@ -3,10 +3,12 @@ package experiments
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/fabric-emu/fabric/emu/emutest"
+	"github.com/fabric-emu/fabric/experiments/cost"
 	"github.com/fabric-emu/fabric/internal/testenv"
 	"github.com/fabric-emu/fabric/results/report"
 )
@@ -43,6 +45,34 @@ func TestShortCalibration(t *testing.T) {
 	}
 	if p.CPUs < 1 || p.Kernel == "" || time.Since(p.Date) > time.Minute || p.Costs.Transports != nil {
 		t.Errorf("profile %s, transports %v: want this machine, now, and no transport in a short one", p, p.Costs.Transports)
+	}
+}
+
+// A calibration under the hypervisor's steal is measured again until one
+// is quiet, and at most calAttempts times, keeping the least stolen.
+func TestLeastStolen(t *testing.T) {
+	for _, c := range []struct {
+		steals []float64
+		calls  int
+		want   float64
+	}{
+		{[]float64{0.3}, 1, 0.3},
+		{[]float64{6, 1.5}, 2, 1.5},
+		{[]float64{6, 3, 9}, 3, 3},
+	} {
+		calls := 0
+		var progress strings.Builder
+		p, err := leastStolen(calAttempts, &progress, func() (*cost.Profile, error) {
+			p := &cost.Profile{Costs: cost.Costs{StealPct: c.steals[calls]}}
+			calls++
+			return p, nil
+		})
+		if err != nil || calls != c.calls || p.Costs.StealPct != c.want {
+			t.Errorf("steals %v: %d calls, kept %v (%v), want %d calls keeping %g", c.steals, calls, p, err, c.calls, c.want)
+		}
+		if (c.calls > 1) != strings.Contains(progress.String(), "measuring again") {
+			t.Errorf("steals %v: progress %q", c.steals, progress.String())
+		}
 	}
 }
 

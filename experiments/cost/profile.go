@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/fabric-emu/fabric/internal/cpustat"
 	"github.com/fabric-emu/fabric/internal/dirs"
 	"github.com/fabric-emu/fabric/internal/machine"
 	"github.com/fabric-emu/fabric/internal/yamlfile"
@@ -190,8 +191,8 @@ func (p *Profile) Identity() Identity {
 }
 
 // Stale says why p cannot stand for the machine here at now, "" when it
-// can: measured more than MaxAge ago, or on another kernel, CPU or build
-// of fabric.
+// can: measured more than MaxAge ago, on another kernel, CPU or build of
+// fabric, or while the hypervisor took a notable share of the CPU.
 func (p *Profile) Stale(now time.Time, here Identity) string {
 	if field, msg := p.otherMachine(here); field != "" {
 		return msg
@@ -201,6 +202,9 @@ func (p *Profile) Stale(now time.Time, here Identity) string {
 	}
 	if age := now.Sub(p.Date); age > MaxAge || age < 0 {
 		return fmt.Sprintf("measured %s ago (%s), more than %s", age.Round(time.Minute), p.Date.Format(time.RFC3339), MaxAge)
+	}
+	if p.Costs.StealPct >= cpustat.NotableStealPct {
+		return fmt.Sprintf("measured while the hypervisor took %.1f %% of the CPU, which slows what is measured", p.Costs.StealPct)
 	}
 	return ""
 }

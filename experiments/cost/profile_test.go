@@ -18,7 +18,7 @@ func profileAt(date time.Time) *Profile {
 }
 
 // A profile stands for its machine for a day, on the same kernel, CPU,
-// core count and build of fabric.
+// core count and build of fabric, if the hypervisor left it the CPU.
 func TestStale(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	here := Identity{Kernel: "6.1", CPUModel: "EPYC", CPUs: 2, Fabric: "v1+abc"}
@@ -35,6 +35,8 @@ func TestStale(t *testing.T) {
 		{"cpu", func(p *Profile) { p.CPUModel = "Xeon" }, `measured on a "Xeon", this machine is a "EPYC"`},
 		{"cores", func(p *Profile) { p.CPUs = 4 }, "measured with 4 CPUs, this machine has 2"},
 		{"build", func(p *Profile) { p.Fabric = "v1+def" }, "measured by fabric v1+def, this is v1+abc"},
+		{"quiet", func(p *Profile) { p.Costs.StealPct = 1.9 }, ""},
+		{"stolen", func(p *Profile) { p.Costs.StealPct = 2 }, "measured while the hypervisor took 2.0 % of the CPU"},
 	} {
 		p := profileAt(now.Add(-time.Minute))
 		c.edit(p)

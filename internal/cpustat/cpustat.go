@@ -143,5 +143,12 @@ const (
 	SaturatedShare   = 0.10
 )
 
+// NotableStealPct is the hypervisor's share of the CPU from which fabric
+// names it: below it, timing and rate checks on fabric's own virtual
+// machine kept their margins, and a calibration's costs are the
+// machine's; above it, a report names it beside a trial and a
+// calibration is measured again.
+const NotableStealPct = 2.0
+
 // Saturated says whether an interval's share of the CPU was saturated.
 func Saturated(s Share) bool { return s.IdlePct < SaturatedIdlePct }

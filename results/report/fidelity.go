@@ -3,6 +3,7 @@ package report
 import (
 	"encoding/json"
 
+	"github.com/fabric-emu/fabric/internal/cpustat"
 	"github.com/fabric-emu/fabric/results/flows"
 	"github.com/fabric-emu/fabric/tc/delay"
 )
@@ -112,14 +113,9 @@ func (f *Fidelity) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// NotableStealPct is the hypervisor's share of the CPU from which a report
-// names it next to a trial: below it, timing and rate checks on fabric's
-// own virtual machine kept their margins.
-const NotableStealPct = 2.0
-
 // NotableSteal says whether the hypervisor took enough of the CPU during
 // the trial to name it.
-func (f Fidelity) NotableSteal() bool { return f.CPUStealPct >= NotableStealPct }
+func (f Fidelity) NotableSteal() bool { return f.CPUStealPct >= cpustat.NotableStealPct }
 
 // Faithful is false when the trial should not be believed: the CPU could
 // not keep up, the captures missed packets, the delay lines were late or

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/fabric-emu/fabric/internal/cpustat"
 )
 
 // What the report shows follows the experiment: its pattern (dynamic:
@@ -376,7 +378,7 @@ func fidelitySection(b *strings.Builder, trials []*TrialSummary) {
 			"(e.g. 100 Mbit instead of 1 Gbit), capture fewer ports or use a probe-only capture filter, and rerun.\n", bad)
 		if badStolen > 0 {
 			fmt.Fprintf(b, "%d of them ran while the hypervisor took %.0f %% or more of the CPU: a busy host under this virtual machine, "+
-				"which neither a lower load nor a lower rate gives back; rerun them when the host is quieter.\n", badStolen, NotableStealPct)
+				"which neither a lower load nor a lower rate gives back; rerun them when the host is quieter.\n", badStolen, cpustat.NotableStealPct)
 		}
 	}
 }
