@@ -25,6 +25,7 @@ type Attempt struct {
 	N        int
 	failures []string
 	stalls   []string
+	stolen   bool
 }
 
 // abortAttempt is what Fatalf panics with to end an attempt; Retry
@@ -58,6 +59,16 @@ func (a *Attempt) Fatalf(format string, args ...any) {
 // machine watcher's is.
 func (a *Attempt) Stalled(format string, args ...any) {
 	a.stalls = append(a.stalls, fmt.Sprintf(format, args...))
+}
+
+// Stolen records a stall that the attempt's own measurements lay on the
+// hypervisor (a trial whose delay lines' CPU lost more than StallStealPct
+// to steal): a stall as Stalled's, and an attempt the hypervisor spoiled,
+// as the watcher's machine-wide steal says, which an average over the
+// cores can hide when the steal falls on one.
+func (a *Attempt) Stolen(format string, args ...any) {
+	a.Stalled(format, args...)
+	a.stolen = true
 }
 
 // Failed says whether the attempt has recorded a failure.
@@ -288,7 +299,7 @@ func Retry(t testing.TB, n int, tolerance time.Duration, try func(a *Attempt)) {
 			stalls = append(stalls, s)
 		}
 		why := strings.Join(stalls, "; ")
-		if m.StealPct > StallStealPct {
+		if m.StealPct > StallStealPct || a.stolen {
 			stolen++
 		}
 		if why != "" && i < n {

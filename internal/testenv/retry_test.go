@@ -130,8 +130,9 @@ func TestRetryFailsWhenEveryAttemptFails(t *testing.T) {
 	}
 }
 
-// Every attempt failing while the hypervisor took the CPU leaves the check
-// not judged: a skip, not a pass, and a line for CI to print; a single
+// Every attempt failing while the hypervisor took the CPU (by the watcher,
+// or by what the attempt measured on the CPU it used) leaves the check not
+// judged: a skip, not a pass, and a line for CI to print; a single
 // attempt without steal among them makes it a failure again.
 func TestRetryLeavesUnjudgedWhatStealSpoiledEveryTime(t *testing.T) {
 	proof := filepath.Join(t.TempDir(), "proof")
@@ -143,6 +144,12 @@ func TestRetryLeavesUnjudgedWhatStealSpoiledEveryTime(t *testing.T) {
 	line, _ := os.ReadFile(proof + ".unjudged")
 	if ran != 2 || len(r.errs) != 0 || len(r.skips) != 1 || !strings.Contains(string(line), t.Name()+": the hypervisor took more than 5 %") {
 		t.Errorf("steal in every attempt: ran %d, errors %q, skips %q, CI's line %q; want 2 attempts, one skip, no error", ran, r.errs, r.skips, line)
+	}
+	machineSays(t, Machine{StealPct: 1})
+	r = &recorder{TB: t}
+	Retry(r, 2, 0, func(a *Attempt) { a.Stolen("lines' CPU stolen %d", a.N); a.Errorf("rate %d", a.N) })
+	if len(r.errs) != 0 || len(r.skips) != 1 {
+		t.Errorf("steal the attempts measured on one CPU: errors %q, skips %q; want one skip", r.errs, r.skips)
 	}
 	seen := 0
 	real := watchMachine
