@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fabric-emu/fabric/internal/cpustat"
 	"github.com/fabric-emu/fabric/internal/testenv"
 	"github.com/fabric-emu/fabric/internal/units"
 	"github.com/fabric-emu/fabric/tc"
@@ -110,7 +111,8 @@ const frameBytes = 1514
 // intervals whose lateness is as often early as late). A port whose bucket
 // was a tenth of a frame (12 µs at 100 Mbit/s) sent 80 Mbit/s here. Over
 // the whole run the port may exceed the rate by no more than its bucket,
-// under 1 % over 4 s.
+// under 1 % over 4 s. The hypervisor's steal during the flow comes off
+// the lower bound: a descheduled vCPU serves no port.
 //
 // The 250 Mbit/s case runs on 9000-byte frames, the largest a lab allows.
 func TestRateFidelity(t *testing.T) {
@@ -125,7 +127,23 @@ func TestRateFidelity(t *testing.T) {
 				lab := tctest.NewStarMTU(t, c.mtu, "h1", "rx")
 				port := lab.Egress("rx")
 				apply(t, port, resolveMTU(t, tc.PortSettings{}, c.rate, c.mtu))
+				before, err := cpustat.Read()
+				if err != nil {
+					t.Fatal(err)
+				}
 				r := bulkTCP(t, lab, "h1", "rx", port, 5*time.Second, time.Second)
+				after, err := cpustat.Read()
+				if err != nil {
+					t.Fatal(err)
+				}
+				// While the hypervisor runs something else on the CPU
+				// that serves the port, the port sends nothing: its share
+				// of the run comes off the rate.
+				var steal float64
+				if share, ok := after.Since(before); ok {
+					steal = share.StealPct / 100
+				}
+				a.Logf("steal %.1f %% during the flow", 100*steal)
 				a.Logf("port %s, MTU %d: wire %.1f Mbit/s (%.1f%%), goodput %.1f Mbit/s; backlogged for %v at %.1f Mbit/s (%.1f%%); mean backlog %.1f KB",
 					c.rate, c.mtu, r.wire/1e6, 100*r.wire/float64(c.rate), r.goodput/1e6, r.busy.Round(time.Millisecond),
 					r.backlogged/1e6, 100*r.backlogged/float64(c.rate), r.meanBacklog/1e3)
@@ -138,8 +156,8 @@ func TestRateFidelity(t *testing.T) {
 				if r.busy < time.Second {
 					a.Fatalf("the port was backlogged for only %v of 4 s", r.busy)
 				}
-				if e := r.backlogged/float64(c.rate) - 1; e < -0.03 || e > 0.03 {
-					a.Errorf("backlogged, the port sent at %.1f%% of %s, want within 3%%", 100*(1+e), c.rate)
+				if e := r.backlogged/float64(c.rate) - 1; e < -0.03-steal || e > 0.03 {
+					a.Errorf("backlogged, the port sent at %.1f%% of %s, want within 3%% (less the %.1f %% steal took)", 100*(1+e), c.rate, 100*steal)
 				}
 			})
 		})
