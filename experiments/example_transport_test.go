@@ -93,9 +93,7 @@ func TestExampleTransportNetNS(t *testing.T) {
 		wantFlows(t, trials, "dctcp")
 		wantFlows(t, trials, "mine")
 		for _, scheme := range []string{"dctcp", "mine"} {
-			if f := trials[scheme].Fidelity; !f.Faithful() {
-				a.Stalled("%s's trial was flagged: %s", scheme, f.Flags())
-			}
+			a.Flagged(trials[scheme].Dir, trials[scheme].Fidelity)
 			sched, set := transporttest.ReadTrial(t, trials[scheme].Dir)
 			transporttest.DeliveredOnce(a, sched, set, nil)
 		}

@@ -266,10 +266,20 @@ func advice(f *report.Fidelity, spec *Spec) string {
 	if d := f.DelayLines; d != nil && d.Unasked > 0 {
 		why = append(why, fmt.Sprintf("the delay lines dropped %d packets nobody asked them to", d.Unasked))
 	}
+	stolen := f.Stolen()
+	if stolen {
+		share, load := f.StealHarm()
+		why = append(why, fmt.Sprintf("the hypervisor took %.1f%% of this virtual machine's CPU during the traffic (steal) while a port ran open-loop at load %.2f: "+
+			"a stall leaves such a port behind for 1/(1 − load) times its length, so up to %.0f%% of its traffic met a port the hypervisor had stopped (limit %.0f%%)",
+			f.CPUStealPct, load, 100*share, 100*cpustat.SaturatedShare))
+	}
 	if len(why) == 0 {
 		return ""
 	}
-	if f.NotableSteal() {
+	if stolen && len(why) == 1 {
+		return why[0] + ": run it again when the hypervisor takes less (fabric doctor measures it), or at a lower load, which the same steal perturbs less"
+	}
+	if f.NotableSteal() && !stolen {
 		why = append(why, fmt.Sprintf("the hypervisor took %.1f%% of this virtual machine's CPU during the traffic (steal), "+
 			"which no setting of the lab gives back", f.CPUStealPct))
 	}

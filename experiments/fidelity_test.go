@@ -163,7 +163,11 @@ func TestAdviceNamesTheHypervisorsShare(t *testing.T) {
 	}
 	stolen := &report.Fidelity{CPUStealPct: 30}
 	if !stolen.Faithful() || advice(stolen, &Spec{}) != "" {
-		t.Error("steal alone flags a trial; its harm is judged by the lateness and saturation it causes")
+		t.Error("steal with no open-loop port flags a trial; its harm is judged by the lateness and saturation it causes")
+	}
+	open := &report.Fidelity{CPUStealPct: 3.9, Ports: []report.PortRate{{Port: "s0:eth0", ConfiguredBPS: 10e6, ExpectedBPS: 9e6}}}
+	if a := advice(open, &Spec{}); open.Faithful() || !strings.Contains(a, "load 0.90") || !strings.Contains(a, "up to 39%") || !strings.Contains(a, "run it again") {
+		t.Errorf("3.9 %% stolen at an open-loop port at 0.9: faithful %v, advice: %s", open.Faithful(), a)
 	}
 	if !stolen.NotableSteal() {
 		t.Errorf("30 %% stolen is not notable: %+v", stolen)

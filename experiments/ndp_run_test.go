@@ -171,8 +171,6 @@ func medianRTT(t *testing.T, res *Result) time.Duration {
 // flagged unfaithful: the trial's own measurement of the machine.
 func stalledTrials(a *testenv.Attempt, res *Result) {
 	for _, tr := range res.Trials {
-		if !tr.Fidelity.Faithful() {
-			a.Stalled("trial %s was flagged: %s", tr.Dir, tr.Fidelity.Flags())
-		}
+		a.Flagged(tr.Dir, tr.Fidelity)
 	}
 }

@@ -44,7 +44,7 @@ func TestEveryScenarioIsChecked(t *testing.T) {
 // at 1 %), on trials the fidelity monitor did not flag. A flagged trial
 // is a stall the attempt measured (the hypervisor's, which can leave the
 // check not judged, when its delay lines' CPU lost more than
-// testenv.StallStealPct to steal), and so is a thread of the machine held
+// testenv.StallStealPct to steal or the judge flagged it for steal), and so is a thread of the machine held
 // back past 1 ms (a Poisson sender's packets a millisecond late bunch: the
 // mean gap between them is 2 ms); only then is an attempt retried, twice at most (one
 // hiccup of tens of milliseconds flags a trial), and a retry runs the
@@ -70,8 +70,8 @@ func TestQuickValidation(t *testing.T) {
 				continue
 			case c.Verdict == Unfaithful && !flagged[c.Trial]:
 				flagged[c.Trial] = true
-				if steal := trialSteal(c.Trial); steal > testenv.StallStealPct {
-					a.Stolen("the hypervisor took %.1f %% of the delay lines' CPU: %s", steal, c.Cause)
+				if steal, judged := trialSteal(c.Trial); judged || steal > testenv.StallStealPct {
+					a.Stolen("the hypervisor took %.1f %% of the CPU or the delay lines' CPU: %s", steal, c.Cause)
 				} else {
 					a.Stalled("%s", c.Cause)
 				}
@@ -89,15 +89,16 @@ func TestQuickValidation(t *testing.T) {
 
 // trialSteal is the larger of what the hypervisor took of the machine and
 // of its delay lines' CPU during trial's traffic, from its fidelity
-// record; 0 when the record cannot be read.
-func trialSteal(trial string) float64 {
+// record, and whether the judge flagged the trial for it; 0 when the
+// record cannot be read.
+func trialSteal(trial string) (float64, bool) {
 	var f report.Fidelity
 	if readJSON(filepath.Join(trial, "fidelity.json"), &f) != nil {
-		return 0
+		return 0, false
 	}
 	steal := f.CPUStealPct
 	if f.DelayLines != nil {
 		steal = max(steal, f.DelayLines.LoopCPUStealPct)
 	}
-	return steal
+	return steal, f.Stolen()
 }

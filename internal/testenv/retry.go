@@ -71,6 +71,30 @@ func (a *Attempt) Stolen(format string, args ...any) {
 	a.stolen = true
 }
 
+// Judged is a trial's fidelity record as fabric's judge gives it
+// (report.Fidelity).
+type Judged interface {
+	Faithful() bool
+	Flags() string
+	// Stolen says the judge laid the trial on the hypervisor's steal.
+	Stolen() bool
+}
+
+// Flagged records the stall a trial's fidelity record shows, if any: one
+// the hypervisor spoiled when the judge says so (Stolen), else one of the
+// machine's. It says whether the trial was flagged.
+func (a *Attempt) Flagged(trial string, f Judged) bool {
+	switch {
+	case f.Faithful():
+		return false
+	case f.Stolen():
+		a.Stolen("trial %s was flagged: %s", trial, f.Flags())
+	default:
+		a.Stalled("trial %s was flagged: %s", trial, f.Flags())
+	}
+	return true
+}
+
 // Failed says whether the attempt has recorded a failure.
 func (a *Attempt) Failed() bool { return len(a.failures) > 0 }
 

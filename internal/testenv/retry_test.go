@@ -194,3 +194,42 @@ func TestWatcherTellsTheProcessesOwnStall(t *testing.T) {
 		t.Errorf("a spinning goroutine on the only processor: %v, in the process %v; want a stall of the process's own", m, m.StallInProcess)
 	}
 }
+
+// judged is a trial's fidelity record as the judge gives it.
+type judged struct{ faithful, stolen bool }
+
+func (j judged) Faithful() bool { return j.faithful }
+func (j judged) Stolen() bool   { return j.stolen }
+func (j judged) Flags() string {
+	return map[bool]string{true: "steal", false: "cpu-saturated"}[j.stolen]
+}
+
+// A trial the judge flagged for steal is a stall the hypervisor made, which
+// leaves the check not judged when every attempt meets one; a trial
+// flagged for anything else is a stall a regression can cause, which
+// fails the test when it is every attempt's; a faithful trial is none.
+func TestFlaggedTrialIsTheStallItsJudgeNames(t *testing.T) {
+	t.Setenv(EnvCIProof, filepath.Join(t.TempDir(), "proof"))
+	machineSays(t, Machine{StealPct: 1})
+	for _, c := range []struct {
+		f                judged
+		errs, skips      int
+		flagged, stalled bool
+	}{
+		{judged{stolen: true}, 0, 1, true, true},
+		{judged{}, 2, 0, true, true},
+		{judged{faithful: true}, 2, 0, false, false},
+	} {
+		r := &recorder{TB: t}
+		var flagged, stalled bool
+		Retry(r, 2, 0, func(a *Attempt) {
+			flagged = a.Flagged("trial-1", c.f)
+			stalled = len(a.stalls) > 0
+			a.Errorf("rate %d", a.N)
+		})
+		if flagged != c.flagged || stalled != c.stalled || len(r.errs) != c.errs || len(r.skips) != c.skips {
+			t.Errorf("%+v: flagged %v, stalled %v, errors %q, skips %q; want flagged %v, stalled %v, %d errors, %d skips",
+				c.f, flagged, stalled, r.errs, r.skips, c.flagged, c.stalled, c.errs, c.skips)
+		}
+	}
+}

@@ -28,9 +28,9 @@ type Fidelity struct {
 	// MinCPUIdlePct is the lowest CPU idle percentage sampled, if known.
 	MinCPUIdlePct float64 `json:"min_cpu_idle_pct,omitempty"`
 	// CPUStealPct is the share of the CPU the hypervisor took during the
-	// traffic (steal time), if known: not a verdict of its own, since its
-	// harm shows as lateness or saturation, but the cause a reader needs
-	// when those flags come with it.
+	// traffic (steal time), if known: the cause a reader needs when
+	// lateness or saturation come with it, and a verdict of its own where
+	// an open-loop port cannot hide it (StealHarm).
 	CPUStealPct float64 `json:"cpu_steal_pct,omitempty"`
 	// CPUConsumers is what took the machine's CPU (meta.json's account
 	// has it all); a trial flagged for CPU names them in its advice.
@@ -119,10 +119,39 @@ func (f Fidelity) NotableSteal() bool { return f.CPUStealPct >= cpustat.NotableS
 
 // Faithful is false when the trial should not be believed: the CPU could
 // not keep up, the captures missed packets, the delay lines were late or
-// lost packets, or the kernel dropped some no counter saw. It is fabric's
+// lost packets, the kernel dropped some no counter saw, or the hypervisor
+// stopped an open-loop port for too much of its traffic. It is fabric's
 // one judge of a trial.
 func (f Fidelity) Faithful() bool {
-	return !f.CPUSaturated && f.CaptureDrops == 0 && !f.delayLinesLate() && f.BacklogDrops == 0 && !f.CPUTailDistorted
+	return !f.CPUSaturated && f.CaptureDrops == 0 && !f.delayLinesLate() && f.BacklogDrops == 0 && !f.CPUTailDistorted && !f.Stolen()
+}
+
+// StealHarm is the share of the traffic that the hypervisor's steal can
+// have perturbed at the busiest watched port fed open-loop (Poisson
+// packets, dynamic flows: 0 < ExpectedBPS < ConfiguredBPS), and that
+// port's load. A stall of length L stops the port while arrivals keep
+// their times, so it ends with a backlog of ρL of work, which drains at
+// 1 − ρ: the port is behind its unstolen self for L/(1 − ρ), and a share
+// σ of stolen time perturbs at most σ/(1 − ρ) of the run. Closed-loop
+// flows stop with the port and keep its queue, so their ports are not
+// counted (their harm shows as late lines or saturation).
+func (f Fidelity) StealHarm() (share, load float64) {
+	for _, p := range f.Ports {
+		if p.ExpectedBPS > 0 && p.ExpectedBPS < p.ConfiguredBPS {
+			load = max(load, p.ExpectedBPS/p.ConfiguredBPS)
+		}
+	}
+	if load == 0 {
+		return 0, 0
+	}
+	return f.CPUStealPct / 100 / (1 - load), load
+}
+
+// Stolen says the steal perturbed more of an open-loop port's traffic than
+// the CPU-saturation rule lets a busy CPU perturb (cpustat.SaturatedShare).
+func (f Fidelity) Stolen() bool {
+	share, _ := f.StealHarm()
+	return share > cpustat.SaturatedShare
 }
 
 func (f Fidelity) delayLinesLate() bool { return f.DelayLinesUnfaithful || f.DelayLines.Unfaithful() }
@@ -144,6 +173,9 @@ func (f Fidelity) Flags() string {
 	}
 	if f.BacklogDrops > 0 {
 		s = append(s, "backlog-drops")
+	}
+	if f.Stolen() {
+		s = append(s, "steal")
 	}
 	if len(s) == 0 {
 		return "ok"
