@@ -240,28 +240,7 @@ func advice(f *report.Fidelity, spec *Spec) string {
 		why = append(why, fmt.Sprintf("the kernel's input backlogs dropped %d packets no port or line counted (net.core.netdev_max_backlog)", f.BacklogDrops))
 	}
 	if d := f.DelayLines; d != nil && d.Late {
-		why = append(why, fmt.Sprintf("the delay lines released packets %.0f µs late at the 99th percentile (limit %.0f µs)", d.LatenessP99US, d.LimitUS))
-		if d.LoopCPUStealPct > 0 {
-			why = append(why, fmt.Sprintf("the hypervisor took %.2f%% of CPU %d, where the lines run (every release due while it runs something else there is late)",
-				d.LoopCPUStealPct, delay.LoopCPU))
-		}
-		if d.LoopClass == "normal" {
-			why = append(why, "the lines' loop could not run at real-time priority (fabric needs CAP_SYS_NICE for it), so its wake-ups waited behind other threads on its CPU")
-		}
-		if d.DemotedMS > 0 {
-			why = append(why, fmt.Sprintf("the lines' loop was saturated and left real-time priority for %.0f ms, so that the other threads on its CPU could run", d.DemotedMS))
-		}
-		if m := d.Machine; m != nil && m.FloorP99.Seconds()*1e6 > d.LimitUS {
-			why = append(why, fmt.Sprintf("an idle delay line on this machine, timed before the traffic, was already %.0f µs late at p99 "+
-				"(the machine's timer, which a lower load may not help; a lower link rate scales the delays, and with them the limit, up)", m.FloorP99.Seconds()*1e6))
-		}
-		if d.FullFrameUS > 0 && d.LoopCPUPerPacketUS > d.FullFrameUS {
-			// The rate at which a frame takes as long as the loop spends
-			// per packet.
-			keeps := d.FullFrameRateMbps * d.FullFrameUS / d.LoopCPUPerPacketUS
-			why = append(why, fmt.Sprintf("the lines' loop took %.0f µs of CPU per packet, more than a full-size packet's %.0f µs on the fastest delayed link, "+
-				"so it falls behind within a burst (links below about %.0f Mbit/s space a burst's packets further apart)", d.LoopCPUPerPacketUS, d.FullFrameUS, keeps))
-		}
+		why = append(why, lateLinesAdvice(d)...)
 	}
 	if d := f.DelayLines; d != nil && d.Unasked > 0 {
 		why = append(why, fmt.Sprintf("the delay lines dropped %d packets nobody asked them to", d.Unasked))
@@ -292,6 +271,34 @@ func advice(f *report.Fidelity, spec *Spec) string {
 	}
 	how += ", capture fewer ports (measure.lmm.from), or stop other work on this machine"
 	return strings.Join(why, " and ") + ": " + how
+}
+
+// lateLinesAdvice says why late delay lines were late, as far as their
+// record tells.
+func lateLinesAdvice(d *report.DelayFidelity) []string {
+	why := []string{fmt.Sprintf("the delay lines released packets %.0f µs late at the 99th percentile (limit %.0f µs)", d.LatenessP99US, d.LimitUS)}
+	if d.LoopCPUStealPct > 0 {
+		why = append(why, fmt.Sprintf("the hypervisor took %.2f%% of CPU %d, where the lines run (every release due while it runs something else there is late)",
+			d.LoopCPUStealPct, delay.LoopCPU))
+	}
+	if d.LoopClass == "normal" {
+		why = append(why, "the lines' loop could not run at real-time priority (fabric needs CAP_SYS_NICE for it), so its wake-ups waited behind other threads on its CPU")
+	}
+	if d.DemotedMS > 0 {
+		why = append(why, fmt.Sprintf("the lines' loop was saturated and left real-time priority for %.0f ms, so that the other threads on its CPU could run", d.DemotedMS))
+	}
+	if m := d.Machine; m != nil && m.FloorP99.Seconds()*1e6 > d.LimitUS {
+		why = append(why, fmt.Sprintf("an idle delay line on this machine, timed before the traffic, was already %.0f µs late at p99 "+
+			"(the machine's timer, which a lower load may not help; a lower link rate scales the delays, and with them the limit, up)", m.FloorP99.Seconds()*1e6))
+	}
+	if d.FullFrameUS > 0 && d.LoopCPUPerPacketUS > d.FullFrameUS {
+		// The rate at which a frame takes as long as the loop spends
+		// per packet.
+		keeps := d.FullFrameRateMbps * d.FullFrameUS / d.LoopCPUPerPacketUS
+		why = append(why, fmt.Sprintf("the lines' loop took %.0f µs of CPU per packet, more than a full-size packet's %.0f µs on the fastest delayed link, "+
+			"so it falls behind within a burst (links below about %.0f Mbit/s space a burst's packets further apart)", d.LoopCPUPerPacketUS, d.FullFrameUS, keeps))
+	}
+	return why
 }
 
 // loopCPUSteal is the share of the delay lines' CPU the hypervisor took
