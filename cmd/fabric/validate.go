@@ -34,7 +34,7 @@ followed by the likeliest mechanism at fault. Exits 1 unless every check
 passed (a check on a trial the fidelity monitor flagged is UNFAITHFUL, which
 is not a pass).`,
 		Example: `  fabric validate --quick       # what CI runs, about a minute
-  fabric validate                 # the full variants, about 12 minutes
+  fabric validate                 # the full variants, about 22 minutes
   fabric validate --only validate/md1
   fabric validate --recheck runs/validate-md1/20261129T045244Z`,
 		Args: cobra.NoArgs,
