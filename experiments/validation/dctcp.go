@@ -70,7 +70,8 @@ func dctcpChecks(sc *scenario, t *trial) ([]Check, error) {
 			"(fabric's BPF struct_ops) cuts more than α/2"
 	})
 	amp := judged(Check{Name: "DCTCP amplitude, " + label, Unit: "pkts", Theory: DCTCPAmplitude(n, bdp, k), Measured: swing, Tolerance: 0.25,
-		Note: "the median of each period's range; " + how}, t, func(c Check) string {
+		Note: fmt.Sprintf("the median of each period's range, against N·(W* + 1)α/2 (the large-window form ½√(2N(C·RTT + K)) gives %.1f); %s",
+			DCTCPAmplitudeLargeWindows(n, bdp, k), how)}, t, func(c Check) string {
 		if c.Measured < c.Theory {
 			return "the flows are not synchronised as the model assumes (their cuts fall at different times and partly cancel), " +
 				"which grows with N, or the senders' DCTCP cuts by less than α/2"

@@ -66,15 +66,27 @@ func TestMD1WaitCDFAtTheScenariosFrameTime(t *testing.T) {
 	near(t, "F(200 D)", prev, 1, 1e-12)
 }
 
-// DCTCP's steady state by hand (Alizadeh et al. §3.3): with C·RTT + K =
-// 16 packets and N = 8, A = ½√(2·8·16) = 8 packets over a period of
-// ½√(2·16/8) = 1 RTT; with 25 and N = 2, A = ½√100 = 5 over 2.5 RTTs;
-// the queue peaks at K + N.
+// DCTCP's steady state (Alizadeh et al. §3.3), its equations solved by
+// hand (bisection of α²(1 − α/4) = (2W* + 1)/(W* + 1)², then
+// D = (W* + 1)α/2, A = N·D): with C·RTT + K = 16 packets and N = 8,
+// W* = 2, α = 0.838376, A = 10.0605 over a period of 1.2576 RTTs, where
+// the large-window form gives 8 over 1; with 25 and N = 2, A = 5.3734
+// (5); the validation's N = 8 (36.3 packets) is 13.82 against 12.05. At
+// 10⁵ packets and N = 2 the forms agree within 0.1 %. The queue peaks at
+// K + N.
 func TestDCTCPSteadyState(t *testing.T) {
-	near(t, "A(8, 16)", DCTCPAmplitude(8, 6, 10), 8, 1e-12)
-	near(t, "T_C(8, 16)", DCTCPPeriod(8, 6, 10), 1, 1e-12)
-	near(t, "A(2, 25)", DCTCPAmplitude(2, 5, 20), 5, 1e-12)
-	near(t, "T_C(2, 25)", DCTCPPeriod(2, 5, 20), 2.5, 1e-12)
+	for _, w := range []float64{1.5, 2, 4.5, 18, 1e4} {
+		a := DCTCPAlpha(w)
+		near(t, fmt.Sprintf("α(%v)'s residual", w), a*a*(1-a/4), (2*w+1)/((w+1)*(w+1)), 1e-12)
+	}
+	near(t, "α(2)", DCTCPAlpha(2), 0.838376, 1e-6)
+	near(t, "A(8, 16)", DCTCPAmplitude(8, 6, 10), 10.0605, 1e-4)
+	near(t, "T_C(8, 16)", DCTCPPeriod(8, 6, 10), 1.2576, 1e-4)
+	near(t, "A(2, 25)", DCTCPAmplitude(2, 5, 20), 5.3734, 1e-4)
+	near(t, "A(8, 36.3)", DCTCPAmplitude(8, 16.5, 19.8), 13.820, 1e-3)
+	near(t, "large-window A(8, 16)", DCTCPAmplitudeLargeWindows(8, 6, 10), 8, 1e-12)
+	near(t, "A/A_large at 10⁵", DCTCPAmplitude(2, 5e4, 5e4)/DCTCPAmplitudeLargeWindows(2, 5e4, 5e4), 1, 1e-3)
+	near(t, "α under a packet a window", DCTCPAlpha(0.2), 1, 0)
 	near(t, "Q_max(8, 19.8)", DCTCPQueueMax(8, 19.8), 27.8, 1e-12)
 }
 
