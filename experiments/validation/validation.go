@@ -9,9 +9,12 @@ package validation
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -105,6 +108,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		if err != nil {
 			return res, fmt.Errorf("%s: %w", name, err)
 		}
+		if err := writeChecks(r.Dir, checks); err != nil {
+			return res, err
+		}
 		res.Checks = append(res.Checks, checks...)
 	}
 	return res, nil
@@ -149,9 +155,35 @@ func Recheck(runDirs ...string) (*Result, error) {
 		if err != nil {
 			return res, fmt.Errorf("%s: %w", dir, err)
 		}
+		if err := writeChecks(dir, checks); err != nil {
+			return res, err
+		}
 		res.Checks = append(res.Checks, checks...)
 	}
 	return res, nil
+}
+
+// writeChecks writes a run's checks into its directory as the results
+// page shows them (report.ChecksFile), replacing an earlier check's.
+func writeChecks(dir string, checks []Check) error {
+	out := report.Checks{CheckedBy: experiments.BuildVersion().String()}
+	for _, c := range checks {
+		cells := c.Cells()
+		out.Rows = append(out.Rows, report.CheckRow{Name: cells[0], Theory: cells[1], Measured: cells[2], Error: cells[3], Verdict: cells[4], Cause: c.Cause})
+	}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dir, report.ChecksFile)
+	if err := os.WriteFile(path+".tmp", append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("validation: %w", err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		os.Remove(path + ".tmp")
+		return fmt.Errorf("validation: %w", err)
+	}
+	return nil
 }
 
 // check checks every trial of a finished run of the scenario.

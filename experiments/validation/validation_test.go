@@ -102,3 +102,29 @@ func trialSteal(trial string) (float64, bool) {
 	}
 	return steal, f.Stolen()
 }
+
+// A run's checks are written into its directory as the table prints them,
+// with the cause of a miss, for its results page (report.ChecksFile).
+func TestChecksWrittenForTheResultsPage(t *testing.T) {
+	dir := t.TempDir()
+	checks := []Check{
+		{Name: "M/D/1 mean wait, ρ = 0.9", Unit: "µs", Theory: 5450, Measured: 5644, Tolerance: 0.1, Verdict: Pass},
+		{Name: "DCTCP amplitude, N = 8", Unit: "pkts", Theory: 13.8, Measured: 18, Tolerance: 0.25, Verdict: Fail, Cause: "α's estimate is off"},
+	}
+	if err := writeChecks(dir, checks); err != nil {
+		t.Fatal(err)
+	}
+	var got report.Checks
+	if err := readJSON(filepath.Join(dir, report.ChecksFile), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.CheckedBy == "" || len(got.Rows) != 2 {
+		t.Fatalf("checks.json: %+v", got)
+	}
+	for i, c := range checks {
+		cells, r := c.Cells(), got.Rows[i]
+		if [5]string{r.Name, r.Theory, r.Measured, r.Error, r.Verdict} != cells || r.Cause != c.Cause {
+			t.Errorf("row %d: %+v, want %q and cause %q", i, r, cells, c.Cause)
+		}
+	}
+}

@@ -60,6 +60,15 @@ func Publish(runDir, docs, name string) (*Result, error) {
 		return nil, fmt.Errorf("publish: %s is not a run directory: %w", runDir, err)
 	}
 	base := filepath.Join(docs, "results", name)
+	_, before := os.Stat(base)
+	res, err := publish(runDir, docs, name, base)
+	if err != nil && errors.Is(before, fs.ErrNotExist) {
+		os.RemoveAll(base) // a first publish under name that fails leaves no directory
+	}
+	return res, err
+}
+
+func publish(runDir, docs, name, base string) (*Result, error) {
 	res := &Result{Page: base + ".md", Dir: filepath.Join(base, filepath.Base(filepath.Clean(runDir)))}
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return nil, fmt.Errorf("publish: %w", err)
@@ -262,6 +271,13 @@ func readRun(dir string) (report.PublishedRun, error) {
 	r.Limit, r.LeftOut = m.Limit, m.LeftOut
 	if b, err := os.ReadFile(filepath.Join(dir, reportFile)); err == nil {
 		r.Report = string(b)
+	}
+	var checks report.Checks
+	switch err := readJSON(filepath.Join(dir, report.ChecksFile), &checks); {
+	case err == nil:
+		r.Checks = &checks
+	case !errors.Is(err, fs.ErrNotExist):
+		return r, err
 	}
 	if r.StealPct, r.Flagged, err = trials(dir); err != nil {
 		return r, err

@@ -1,6 +1,7 @@
 package publish
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -127,6 +128,58 @@ func TestPublish(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(filepath.Join(docs, "results", "demo")); len(entries) != 1 {
 		t.Errorf("docs/results/demo holds %d entries, want the one run (no temporary left)", len(entries))
+	}
+}
+
+// A validation run's checks (checks.json, as fabric validate writes it)
+// are copied and shown on its page as a table, with the mechanism named
+// for a check that did not pass; a run without the file has no table, and
+// one whose file cannot be read is not published as if it had none.
+func TestPublishShowsAValidationRunsChecks(t *testing.T) {
+	run := syntheticRun(t)
+	writeFile(t, filepath.Join(run, "checks.json"), `{"checked_by": "(devel)+0123456789ab", "rows": [
+		{"name": "M/D/1 mean wait, ρ = 0.9", "theory": "5450 µs", "measured": "5644 µs", "error": "+3.6 % (±10 %)", "verdict": "PASS"},
+		{"name": "DCTCP amplitude, N = 8", "theory": "13.8 pkts", "measured": "18.0 pkts", "error": "+30.4 % (±25 %)", "verdict": "FAIL",
+		 "cause": "the windows drop by more than DCTCP's α/2"}]}`)
+	docs := filepath.Join(t.TempDir(), "docs")
+	res, err := Publish(run, docs, "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(tree(t, res.Dir), "checks.json") {
+		t.Errorf("checks.json not copied: %q", tree(t, res.Dir))
+	}
+	page, err := os.ReadFile(filepath.Join(docs, "results", "demo.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{
+		"### Checks against theory",
+		"1 of 2 checks pass (checked by fabric `(devel)+0123456789ab`)",
+		"| M/D/1 mean wait, ρ = 0.9 | 5450 µs | 5644 µs | +3.6 % (±10 %) | PASS |",
+		"- FAIL DCTCP amplitude, N = 8: the windows drop by more than DCTCP's α/2",
+	} {
+		if !strings.Contains(string(page), w) {
+			t.Errorf("page lacks %q:\n%s", w, page)
+		}
+	}
+	if i, j := strings.Index(string(page), "### Checks against theory"), strings.Index(string(page), "### The run's report"); i < 0 || j < i {
+		t.Errorf("the checks do not come before the report:\n%s", page)
+	}
+
+	plain := syntheticRun(t)
+	if _, err := Publish(plain, docs, "plain"); err != nil {
+		t.Fatal(err)
+	}
+	if page, _ := os.ReadFile(filepath.Join(docs, "results", "plain.md")); strings.Contains(string(page), "Checks against theory") {
+		t.Errorf("a run without checks.json has a checks table:\n%s", page)
+	}
+	writeFile(t, filepath.Join(plain, "checks.json"), `{"rows": [`)
+	if _, err := Publish(plain, docs, "broken"); err == nil {
+		t.Error("a run whose checks.json does not parse was published")
+	}
+	if _, err := os.Stat(filepath.Join(docs, "results", "broken")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the failed publish left docs/results/broken behind (%v)", err)
 	}
 }
 

@@ -25,6 +25,7 @@ type PublishedRun struct {
 	Flagged    int      // trials whose recorded fidelity is unfaithful
 	Figures    []string // PNG files at the top of Dir
 	Report     string   // the run's report.md
+	Checks     *Checks  // a validation run's checks.json, if any
 	Limit      int64    // the largest file publish copied
 	LeftOut    []LeftOut
 }
@@ -78,6 +79,9 @@ func publishedRun(b *strings.Builder, r PublishedRun) {
 		"the figures as PNG; %s |\n", r.Dir, r.Dir, leftOutText(r.Limit, r.LeftOut))
 	for _, f := range r.Figures {
 		fmt.Fprintf(b, "\n![%s](%s/%s)\n", strings.TrimSuffix(f, ".png"), r.Dir, f)
+	}
+	if r.Checks != nil {
+		checksMarkdown(b, r.Checks)
 	}
 	if r.Report != "" {
 		b.WriteString("\n### The run's report\n\n")
