@@ -5,7 +5,8 @@
 // (`fabric publish RUN_DIR NAME`).
 //
 // Light files are JSON, JSON lines, CSV, markdown and PNG files of at most
-// MaxFileSize each, and trials' COMPLETE markers; set-aside runs, logs,
+// MaxFileSize each (the records a page reads, whatever their size), and
+// trials' COMPLETE markers; set-aside runs, logs,
 // pcaps and SVGs are never copied. A light file over the limit (such as
 // an LMM's per-packet CSV) is left out and named on the page.
 package publish
@@ -151,7 +152,7 @@ func copyLight(src, dst string) (copied int, leftOut []report.LeftOut, err error
 		if err != nil {
 			return err
 		}
-		if info.Size() > MaxFileSize {
+		if info.Size() > MaxFileSize && !record(d.Name()) {
 			leftOut = append(leftOut, report.LeftOut{Path: filepath.ToSlash(rel), Size: info.Size()})
 			return nil
 		}
@@ -162,6 +163,17 @@ func copyLight(src, dst string) (copied int, leftOut []report.LeftOut, err error
 		return 0, nil, fmt.Errorf("publish: %w", err)
 	}
 	return copied, leftOut, nil
+}
+
+// record says whether a file is one a page reads (a run's or a trial's
+// record, its checks), copied whatever its size: a trial without its
+// meta.json is not counted (a long trial's CPU series passes the limit).
+func record(name string) bool {
+	switch name {
+	case runFile, report.MetaFile, "fidelity.json", report.ChecksFile:
+		return true
+	}
+	return false
 }
 
 // light says whether a file is of a kind publish copies.

@@ -42,6 +42,11 @@ func syntheticRun(t *testing.T) string {
 	if err := os.Truncate(big, MaxFileSize+1); err != nil {
 		t.Fatal(err)
 	}
+	// A long trial's meta.json (its CPU series) passes the limit too, and
+	// is copied all the same: the page counts trials by it.
+	meta := filepath.Join(dir, "fifo/trial-2/meta.json")
+	body := `{"scheme": "fifo", "fidelity": {"cpu_steal_pct": 2.5, "cpu_saturated": true}, "pad": "` + strings.Repeat("x", MaxFileSize) + `"}`
+	writeFile(t, meta, body)
 	return dir
 }
 
