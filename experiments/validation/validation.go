@@ -9,12 +9,9 @@ package validation
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -171,19 +168,7 @@ func writeChecks(dir string, checks []Check) error {
 		cells := c.Cells()
 		out.Rows = append(out.Rows, report.CheckRow{Name: cells[0], Theory: cells[1], Measured: cells[2], Error: cells[3], Verdict: cells[4], Cause: c.Cause})
 	}
-	b, err := json.MarshalIndent(out, "", "  ")
-	if err != nil {
-		return err
-	}
-	path := filepath.Join(dir, report.ChecksFile)
-	if err := os.WriteFile(path+".tmp", append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("validation: %w", err)
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
-		os.Remove(path + ".tmp")
-		return fmt.Errorf("validation: %w", err)
-	}
-	return nil
+	return report.WriteChecks(dir, out)
 }
 
 // check checks every trial of a finished run of the scenario.

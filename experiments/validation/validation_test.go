@@ -114,11 +114,11 @@ func TestChecksWrittenForTheResultsPage(t *testing.T) {
 	if err := writeChecks(dir, checks); err != nil {
 		t.Fatal(err)
 	}
-	var got report.Checks
-	if err := readJSON(filepath.Join(dir, report.ChecksFile), &got); err != nil {
+	got, err := report.LoadChecks(dir)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got.CheckedBy == "" || len(got.Rows) != 2 {
+	if got == nil || got.CheckedBy == "" || len(got.Rows) != 2 {
 		t.Fatalf("checks.json: %+v", got)
 	}
 	for i, c := range checks {

@@ -284,11 +284,7 @@ func readRun(dir string) (report.PublishedRun, error) {
 	if b, err := os.ReadFile(filepath.Join(dir, reportFile)); err == nil {
 		r.Report = string(b)
 	}
-	var checks report.Checks
-	switch err := readJSON(filepath.Join(dir, report.ChecksFile), &checks); {
-	case err == nil:
-		r.Checks = &checks
-	case !errors.Is(err, fs.ErrNotExist):
+	if r.Checks, err = report.LoadChecks(dir); err != nil {
 		return r, err
 	}
 	if r.StealPct, r.Flagged, err = trials(dir); err != nil {

@@ -60,6 +60,22 @@ func writeFile(t *testing.T, path, body string) {
 	}
 }
 
+// pageWith reads the page docs/results/name.md and fails the test for each
+// of want it lacks.
+func pageWith(t *testing.T, docs, name string, want ...string) string {
+	t.Helper()
+	page, err := os.ReadFile(filepath.Join(docs, "results", name+".md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range want {
+		if !strings.Contains(string(page), w) {
+			t.Errorf("page lacks %q:\n%s", w, page)
+		}
+	}
+	return string(page)
+}
+
 func tree(t *testing.T, root string) []string {
 	t.Helper()
 	var out []string
@@ -98,11 +114,7 @@ func TestPublish(t *testing.T) {
 	if res.Copied != len(want)-1 || len(res.LeftOut) != 1 || res.LeftOut[0].Path != "fifo/trial-1/lmm/s0.packets.csv" {
 		t.Errorf("copied %d, left out %+v; want %d and the packets CSV", res.Copied, res.LeftOut, len(want)-1)
 	}
-	page, err := os.ReadFile(filepath.Join(docs, "results", "demo.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range []string{
+	page := pageWith(t, docs, "demo",
 		"## 2099-01-01 00:00 UTC",
 		"| experiment | `demo` (`demo.yaml`, quick variant), seed 7 |",
 		"| commit | `0123456789ab` with uncommitted changes |",
@@ -114,12 +126,8 @@ func TestPublish(t *testing.T) {
 		"![latency-cdf](demo/20990101T000000Z/latency-cdf.png)",
 		"#### Latency", // the report's headings, two levels down
 		"- [cdf](demo/20990101T000000Z/latency-cdf.png)", // its links into the artifacts
-	} {
-		if !strings.Contains(string(page), w) {
-			t.Errorf("page lacks %q:\n%s", w, page)
-		}
-	}
-	if strings.Contains(string(page), "# fabric report") {
+	)
+	if strings.Contains(page, "# fabric report") {
 		t.Errorf("page repeats the report's title:\n%s", page)
 	}
 
@@ -154,21 +162,12 @@ func TestPublishShowsAValidationRunsChecks(t *testing.T) {
 	if !slices.Contains(tree(t, res.Dir), "checks.json") {
 		t.Errorf("checks.json not copied: %q", tree(t, res.Dir))
 	}
-	page, err := os.ReadFile(filepath.Join(docs, "results", "demo.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range []string{
+	page := pageWith(t, docs, "demo",
 		"### Checks against theory",
 		"1 of 2 checks pass (checked by fabric `(devel)+0123456789ab`)",
 		"| M/D/1 mean wait, ρ = 0.9 | 5450 µs | 5644 µs | +3.6 % (±10 %) | PASS |",
-		"- FAIL DCTCP amplitude, N = 8: the windows drop by more than DCTCP's α/2",
-	} {
-		if !strings.Contains(string(page), w) {
-			t.Errorf("page lacks %q:\n%s", w, page)
-		}
-	}
-	if i, j := strings.Index(string(page), "### Checks against theory"), strings.Index(string(page), "### The run's report"); i < 0 || j < i {
+		"- FAIL DCTCP amplitude, N = 8: the windows drop by more than DCTCP's α/2")
+	if i, j := strings.Index(page, "### Checks against theory"), strings.Index(page, "### The run's report"); i < 0 || j < i {
 		t.Errorf("the checks do not come before the report:\n%s", page)
 	}
 
@@ -176,7 +175,7 @@ func TestPublishShowsAValidationRunsChecks(t *testing.T) {
 	if _, err := Publish(plain, docs, "plain"); err != nil {
 		t.Fatal(err)
 	}
-	if page, _ := os.ReadFile(filepath.Join(docs, "results", "plain.md")); strings.Contains(string(page), "Checks against theory") {
+	if page := pageWith(t, docs, "plain"); strings.Contains(page, "Checks against theory") {
 		t.Errorf("a run without checks.json has a checks table:\n%s", page)
 	}
 	writeFile(t, filepath.Join(plain, "checks.json"), `{"rows": [`)

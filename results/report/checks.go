@@ -1,7 +1,12 @@
 package report
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -27,6 +32,41 @@ type CheckRow struct {
 	Error    string `json:"error"`
 	Verdict  string `json:"verdict"`
 	Cause    string `json:"cause,omitempty"`
+}
+
+// WriteChecks writes c into the run directory dir as ChecksFile,
+// replacing an earlier check's whole or not at all.
+func WriteChecks(dir string, c Checks) error {
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dir, ChecksFile)
+	if err := os.WriteFile(path+".tmp", append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		os.Remove(path + ".tmp")
+		return fmt.Errorf("report: %w", err)
+	}
+	return nil
+}
+
+// LoadChecks reads the run directory dir's ChecksFile: nil when the run
+// has none (it is not a validation run).
+func LoadChecks(dir string) (*Checks, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ChecksFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	var c Checks
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("report: %s: %w", filepath.Join(dir, ChecksFile), err)
+	}
+	return &c, nil
 }
 
 // checksMarkdown is the checks as a table, with the cause of each that
