@@ -25,9 +25,9 @@ const FirstGuessModel = "model"
 var errNoModel = errors.New("the model needs a star: every sender and the receiver on one switch")
 
 // guesser is the capacity search's model: the search's own trials'
-// messages (the same draws every probe carries), run through the fluid
-// model at a probed rate and judged by the SLO table's verdict, as a
-// probe's trials are.
+// messages (the same draws every step carries), run through the fluid
+// model at a tried rate and judged by the SLO table's verdict, as a
+// step's trials are.
 type guesser struct {
 	spec      *Spec
 	schedules []*Schedule
@@ -42,7 +42,7 @@ type guesser struct {
 
 // modelScheme is what the model takes of one scheme and weight vector:
 // the receiver's port, how code points map to its bands, and the senders'
-// connection pools. least prepares it once for all the rates it probes.
+// connection pools. least prepares it once for all the rates it steps.
 type modelScheme struct {
 	port   fluid.Port
 	bandOf [8]uint8
@@ -102,7 +102,7 @@ func (gs *guesser) least(ctx context.Context, name string, w []int, cfg search.C
 		return 0, false, err
 	}
 	mc := search.Config{Lo: cfg.Lo, Hi: cfg.Hi, Tolerance: cfg.Tolerance / 4, Candidates: [][]int{w}}
-	res, err := search.Least(ctx, mc, func(ctx context.Context, p search.Probe) (search.Outcome, error) {
+	res, err := search.Least(ctx, mc, func(ctx context.Context, p search.Setting) (search.Outcome, error) {
 		return gs.judge(ctx, ms, p.RateBPS)
 	}, nil)
 	if err != nil {
@@ -136,9 +136,9 @@ func (gs *guesser) scheme(name string, w []int) (*modelScheme, error) {
 }
 
 // judge runs the model over every trial's messages at rate bps and judges
-// them as a probe's trials are judged (outcomeOf).
+// them as a step's trials are judged (outcomeOf).
 func (gs *guesser) judge(ctx context.Context, ms *modelScheme, bps float64) (search.Outcome, error) {
-	metas := gs.spec.ClassMetas(Point{Load: gs.spec.Traffic.Load, Rate: probeRate(bps)})
+	metas := gs.spec.ClassMetas(Point{Load: gs.spec.Traffic.Load, Rate: stepRate(bps)})
 	var trials []*report.TrialSummary
 	for n, sched := range gs.schedules {
 		if err := ctx.Err(); err != nil {
@@ -155,7 +155,7 @@ func (gs *guesser) judge(ctx context.Context, ms *modelScheme, bps float64) (sea
 		}
 		trials = append(trials, t)
 	}
-	return probeOutcome(trials), nil
+	return stepOutcome(trials), nil
 }
 
 // model runs one schedule's messages to the receiver through the fluid

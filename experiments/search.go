@@ -32,19 +32,19 @@ import (
 //
 // The classes keep the bits per second they offer at the lab's own rate
 // (their load × the lab file's link rate) while every link's rate is
-// probed; delays and the ports' byte settings stay the file's. The method
-// is package search's: bisection on the logarithm of the rate, each probe
+// varied; delays and the ports' byte settings stay the file's. The method
+// is package search's: bisection on the logarithm of the rate, each step
 // `trials` trials on fresh labs, met when every objective's mean over the
 // trials of each trial's percentile is within its target (the report's
-// SLO verdict; probes whose 95 % interval straddles a target are flagged
+// SLO verdict; steps whose 95 % interval straddles a target are flagged
 // uncertain). The bracket's floor is raised to the rate the classes offer
 // (no slower link can keep a slowdown bounded), which is the model's
-// first guess; the report counts the probes it saved.
+// first guess; the report counts the steps it saved.
 type SearchSpec struct {
 	Rate      RateRange `yaml:"rate" json:"rate"`
 	Tolerance float64   `yaml:"tolerance,omitempty" json:"tolerance,omitempty"`
 	// MaxTrials bounds each scheme's trials; unset, it is what the
-	// bisection needs for every weight candidate, plus one probe each,
+	// bisection needs for every weight candidate, plus one step each,
 	// twice that with a first guess.
 	MaxTrials int `yaml:"max_trials,omitempty" json:"max_trials,omitempty"`
 	// Weights are weight vectors tried in place of the queues.weights of
@@ -75,7 +75,7 @@ func (q *SearchSpec) tolerance() float64 {
 }
 
 // SearchResult is a finished (or interrupted) capacity search: the run
-// (directory, seed, every probe's trials and the report) and each scheme's
+// (directory, seed, every step's trials and the report) and each scheme's
 // answer.
 type SearchResult struct {
 	*Result
@@ -90,8 +90,8 @@ type SchemeSearch struct {
 	// meet a slowdown SLO: the bracket starts there when it is above
 	// search.rate.min.
 	FloorBPS float64 `json:"floor_bps"`
-	// ProbesSaved is how many bisection probes that floor saved.
-	ProbesSaved int `json:"probes_saved"`
+	// StepsSaved is how many bisection steps that floor saved.
+	StepsSaved int `json:"steps_saved"`
 }
 
 // suspect counts the unfaithful trials among those the answer rests on
@@ -108,11 +108,14 @@ func (r SchemeSearch) suspect() (unfaithful, trials int) {
 // searchFileName is the search's state in the run directory.
 const searchFileName = "search.json"
 
-// searchFile is search.json: every probe judged so far, by point name,
+// searchFile is search.json: every step judged so far, by point name,
 // which --resume replays instead of running again, and the answers.
 type searchFile struct {
-	Probes  map[string]search.Outcome `json:"probes"`
+	Steps   map[string]search.Outcome `json:"steps"`
 	Schemes []SchemeSearch            `json:"schemes"`
+	// Probes is the steps' key as earlier builds wrote it, read by --resume
+	// and folded into Steps.
+	Probes map[string]search.Outcome `json:"probes,omitempty"`
 }
 
 // searcher is one capacity search in progress.
@@ -125,7 +128,7 @@ type searcher struct {
 
 // Search runs spec's capacity search (spec.Search) into a run directory
 // and writes its report, with the answers appended. Like Run, it leaves no
-// lab behind when ctx ends, and Options.Resume continues it: judged probes
+// lab behind when ctx ends, and Options.Resume continues it: judged steps
 // are replayed from search.json and complete trials kept.
 func Search(ctx context.Context, spec *Spec, opts Options) (*SearchResult, error) {
 	if spec.Search == nil {
@@ -142,7 +145,7 @@ func Search(ctx context.Context, spec *Spec, opts Options) (*SearchResult, error
 	}
 	res.Seed = rf.Seed
 	s := &searcher{runner: newRunner(spec, opts, rf, res.Dir), start: time.Now(),
-		state: searchFile{Probes: map[string]search.Outcome{}}}
+		state: searchFile{Steps: map[string]search.Outcome{}}}
 	if err := s.load(); err != nil {
 		return nil, err
 	}
@@ -165,7 +168,7 @@ func Search(ctx context.Context, spec *Spec, opts Options) (*SearchResult, error
 
 // searchReportName is the capacity section of report.md, kept in the run
 // directory so that a report rebuilt from the trials (fabric report)
-// keeps the search's answers: they come from search.json's probes and the
+// keeps the search's answers: they come from search.json's steps and the
 // spec, which the trials alone do not hold.
 const searchReportName = "search.md"
 
@@ -181,9 +184,15 @@ func (s *searcher) load() error {
 	if err := json.Unmarshal(b, &s.state); err != nil {
 		return fmt.Errorf("%s: %w", filepath.Join(s.dir, searchFileName), err)
 	}
-	if s.state.Probes == nil {
-		s.state.Probes = map[string]search.Outcome{}
+	if s.state.Steps == nil {
+		s.state.Steps = map[string]search.Outcome{}
 	}
+	for name, o := range s.state.Probes {
+		if _, ok := s.state.Steps[name]; !ok {
+			s.state.Steps[name] = o
+		}
+	}
+	s.state.Probes = nil
 	s.state.Schemes = nil // recomputed: the replay reaches the same answers
 	return nil
 }
@@ -219,14 +228,14 @@ func (s *searcher) scheme(ctx context.Context, name string) (SchemeSearch, error
 	}
 	res, err := search.Least(ctx, cfg, s.judge(name), func(st search.Step) {
 		w := ""
-		if len(st.Probe.Weights) > 0 {
-			w = " weights " + weightsText(st.Probe.Weights, ":")
+		if len(st.Setting.Weights) > 0 {
+			w = " weights " + weightsText(st.Setting.Weights, ":")
 		}
-		fmt.Fprintf(s.opts.Progress, "search %s: bracket %s–%s, probing %s%s (elapsed %s)\n", name, mbit(st.Lo), mbit(st.Hi),
-			mbit(st.Probe.RateBPS), w, time.Since(s.start).Round(time.Second))
+		fmt.Fprintf(s.opts.Progress, "search %s: bracket %s–%s, trying %s%s (elapsed %s)\n", name, mbit(st.Lo), mbit(st.Hi),
+			mbit(st.Setting.RateBPS), w, time.Since(s.start).Round(time.Second))
 	})
 	saved := search.Steps(float64(q.Rate.Min), cfg.Hi, cfg.Tolerance) - search.Steps(cfg.Lo, cfg.Hi, cfg.Tolerance)
-	return SchemeSearch{Scheme: name, Result: res, FloorBPS: floor, ProbesSaved: saved}, err
+	return SchemeSearch{Scheme: name, Result: res, FloorBPS: floor, StepsSaved: saved}, err
 }
 
 // searchFloorBPS is the rate the classes offer at the lab's own rate.
@@ -236,19 +245,19 @@ func (s *Spec) searchFloorBPS() float64 {
 
 // searchConfig is scheme name's bracket, resolution, candidates and
 // budget. Unset, the budget is what the bisection needs for every weight
-// candidate, plus one probe each for the bracket's top.
+// candidate, plus one step each for the bracket's top.
 func (s *Spec) searchConfig(name string) search.Config {
 	q := s.Search
 	cfg := search.Config{Lo: max(float64(q.Rate.Min), s.searchFloorBPS()), Hi: float64(q.Rate.Max),
 		Tolerance: q.tolerance(), Candidates: s.weightCandidates(name), MaxTrials: q.MaxTrials}
 	if cfg.MaxTrials == 0 {
-		probes := search.Steps(cfg.Lo, cfg.Hi, cfg.Tolerance) + 1
+		steps := search.Steps(cfg.Lo, cfg.Hi, cfg.Tolerance) + 1
 		if q.FirstGuess != "" {
 			// A walk from a guess far off takes up to about twice the
 			// bisection's steps (search.Config.Guess).
-			probes *= 2
+			steps *= 2
 		}
-		cfg.MaxTrials = s.Trials * probes * max(len(cfg.Candidates), 1)
+		cfg.MaxTrials = s.Trials * steps * max(len(cfg.Candidates), 1)
 	}
 	return cfg
 }
@@ -266,11 +275,11 @@ func (s *Spec) weightCandidates(name string) [][]int {
 	return [][]int{q.Weights}
 }
 
-// judge runs (or replays) one probe's trials and judges its SLOs.
+// judge runs (or replays) one step's trials and judges its SLOs.
 func (s *searcher) judge(name string) search.Judge {
-	return func(ctx context.Context, pr search.Probe) (search.Outcome, error) {
-		p := s.probePoint(name, pr)
-		if o, ok := s.state.Probes[p.Name]; ok {
+	return func(ctx context.Context, set search.Setting) (search.Outcome, error) {
+		p := s.stepPoint(name, set)
+		if o, ok := s.state.Steps[p.Name]; ok {
 			fmt.Fprintf(s.opts.Progress, "search %s: %s %s (from %s)\n", name, p.Rate, verdictText(o), searchFileName)
 			return o, nil
 		}
@@ -287,35 +296,35 @@ func (s *searcher) judge(name string) search.Judge {
 			trials = append(trials, t)
 			reruns += setAside
 		}
-		o := probeOutcome(trials)
+		o := stepOutcome(trials)
 		o.Reruns = reruns
-		s.state.Probes[p.Name] = o
+		s.state.Steps[p.Name] = o
 		fmt.Fprintf(s.opts.Progress, "search %s: %s %s\n", name, p.Rate, verdictText(o))
 		return o, s.save()
 	}
 }
 
-// probePoint is the point a probe runs: every scheme and rate draws the
+// stepPoint is the point a step runs: every scheme and rate draws the
 // same messages (one traffic name, so the same seeds), which keeps the
-// probes of a bisection comparable.
-func (s *searcher) probePoint(scheme string, pr search.Probe) Point {
-	p := Point{Scheme: scheme, Load: s.spec.Traffic.Load, Traffic: "search", Weights: pr.Weights, Rate: probeRate(pr.RateBPS)}
+// steps of a bisection comparable.
+func (s *searcher) stepPoint(scheme string, set search.Setting) Point {
+	p := Point{Scheme: scheme, Load: s.spec.Traffic.Load, Traffic: "search", Weights: set.Weights, Rate: stepRate(set.RateBPS)}
 	p.Name = scheme + "_rate" + p.Rate.String()
-	if len(pr.Weights) > 0 {
-		p.Name += "_w" + weightsText(pr.Weights, "-")
+	if len(set.Weights) > 0 {
+		p.Name += "_w" + weightsText(set.Weights, "-")
 	}
 	return p
 }
 
-// probeRate is a probed rate as links are set to it: whole Kbit/s.
-func probeRate(bps float64) units.Rate {
+// stepRate is a tried rate as links are set to it: whole Kbit/s.
+func stepRate(bps float64) units.Rate {
 	return units.Rate(math.Round(bps/float64(units.Kbit))) * units.Kbit
 }
 
-// probeOutcome judges a probe from its trials (emulated, or the model's):
+// stepOutcome judges a step from its trials (emulated, or the model's):
 // the SLO table's verdict, missed when any message never finished, with
 // the trials the fidelity monitor flagged counted.
-func probeOutcome(trials []*report.TrialSummary) search.Outcome {
+func stepOutcome(trials []*report.TrialSummary) search.Outcome {
 	o := outcomeOf(report.ClassVerdicts(trials))
 	o.Trials = len(trials)
 	for _, t := range trials {
@@ -328,9 +337,9 @@ func probeOutcome(trials []*report.TrialSummary) search.Outcome {
 	return o
 }
 
-// outcomeOf judges a probe from its classes' SLO cells: met when every
+// outcomeOf judges a step from its classes' SLO cells: met when every
 // objective is; an objective without messages judges nothing and marks
-// the probe uncertain.
+// the step uncertain.
 func outcomeOf(classes []report.ClassCell) search.Outcome {
 	o := search.Outcome{Met: true}
 	for _, c := range classes {
@@ -347,7 +356,7 @@ func outcomeOf(classes []report.ClassCell) search.Outcome {
 	return o
 }
 
-// verdictText is a probe's outcome in a progress line.
+// verdictText is a step's outcome in a progress line.
 func verdictText(o search.Outcome) string {
 	v := fmt.Sprintf("missed (worst objective at %.2f× its target)", o.Ratio)
 	if o.Met {
@@ -376,17 +385,17 @@ func searchMarkdown(spec *Spec, schemes []SchemeSearch) string {
 	q := spec.Search
 	blocks := []string{report.Heading(2, "Capacity search"),
 		fmt.Sprintf("Least link rate at which every class meets its SLO, per scheme: bisection on the logarithm of the rate in "+
-			"[%s, %s] (the floor raised to the rate the classes offer), to within %g %%; each probe is %d trial(s) and meets "+
+			"[%s, %s] (the floor raised to the rate the classes offer), to within %g %%; each step is %d trial(s) and meets "+
 			"when every objective's mean over them is within target (the SLO table's verdict)%s.",
 			q.Rate.Min, q.Rate.Max, q.tolerance()*100, spec.Trials, rerunsText(spec.Reruns))}
 	if q.FirstGuess == FirstGuessModel {
 		blocks = append(blocks, "Each candidate's search started at the model's first guess (SWP's fluid model of the bottleneck "+
 			"over the search's own messages: the least rate at which the model meets every SLO), then walked away from it in "+
-			"doubling steps until a probe met and one missed, and bisected between them.")
+			"doubling strides until one step met and one missed, and bisected between them.")
 	}
 	t := report.Table{
-		Header: []string{"scheme", "least rate", "at the paper's scale", "weights", "probes", "trials",
-			"probes saved by the floor", "model's guess", "answer"},
+		Header: []string{"scheme", "least rate", "at the paper's scale", "weights", "steps", "trials",
+			"steps saved by the floor", "model's guess", "answer"},
 		Right: []bool{false, true, true, false, true, true, true, false, false},
 	}
 	s := spec.Scale.Factor(spec.labRateBPS())
@@ -415,7 +424,7 @@ func searchRow(q *SearchSpec, s float64, r SchemeSearch) []string {
 	}
 	switch {
 	case r.Exhausted && !r.Met:
-		answer = "trial budget spent before any probe met"
+		answer = "trial budget spent before any step met"
 	case !r.Met:
 		answer = "not met up to " + q.Rate.Max.String()
 	case r.Exhausted:
@@ -425,7 +434,7 @@ func searchRow(q *SearchSpec, s float64, r SchemeSearch) []string {
 		answer += fmt.Sprintf("; suspect: %d of the %d trials it rests on unfaithful", n, of)
 	}
 	return []string{r.Scheme, rate, paperRate, weights, strconv.Itoa(len(r.Steps)), strconv.Itoa(r.Trials),
-		strconv.Itoa(r.ProbesSaved), guessesText(r.Guesses, q.Rate.Max.String()), answer}
+		strconv.Itoa(r.StepsSaved), guessesText(r.Guesses, q.Rate.Max.String()), answer}
 }
 
 // inflationText is the first scheme's least rate over each other one's
@@ -466,7 +475,7 @@ func guessesText(gs []search.Guess, max string) string {
 	return strings.Join(parts, "; ")
 }
 
-// rerunsText says, in a sentence about a probe's trials, what becomes of
+// rerunsText says, in a sentence about a step's trials, what becomes of
 // a flagged one.
 func rerunsText(reruns int) string {
 	if reruns == 0 {
@@ -518,7 +527,7 @@ func (s *Spec) validateSearch(path string, q *SearchSpec, sweep Sweep) error {
 	case q.Tolerance < 0 || q.Tolerance >= 1:
 		return f("tolerance", "want a relative resolution in (0, 1) such as 0.05, got %v", q.Tolerance)
 	case q.MaxTrials < 0 || q.MaxTrials > 0 && q.MaxTrials < s.Trials:
-		return f("max_trials", "a probe is %d trial(s); want a budget of at least that, got %d", s.Trials, q.MaxTrials)
+		return f("max_trials", "a step is %d trial(s); want a budget of at least that, got %d", s.Trials, q.MaxTrials)
 	case q.FirstGuess != "" && q.FirstGuess != FirstGuessModel:
 		return f("first_guess", "want %q (SWP's fluid model of the bottleneck) or nothing, got %q", FirstGuessModel, q.FirstGuess)
 	case q.FirstGuess != "" && len(s.graph.Switches()) != 1:

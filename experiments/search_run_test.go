@@ -29,7 +29,7 @@ import (
 // trial's ~52 messages (k ≈ 51) stays within 3 only for ρ ≤ 1.04. So the
 // least rate meeting p99 ≤ 3 lies in [0.96, 1] × R*, and 0.95 × R*
 // (ρ = 1.053, a p99 of 3.5) misses. The bracket's top, 2.4 Mbit/s (1.9
-// R*), keeps the search to four probes (1.7, 1.43, 1.31, 1.25 Mbit/s)
+// R*), keeps the search to four steps (1.7, 1.43, 1.31, 1.25 Mbit/s)
 // instead of five, for CI's time budget.
 const knownAnswerExperiment = `name: search-known
 lab:
@@ -72,7 +72,7 @@ func knownAnswerSpec(t *testing.T, dir, extra string) *Spec {
 
 // The search converges on a synthetic lab with a known answer (issue 15):
 // it finds the least rate within its tolerance above the offered rate, a
-// probe below that rate misses, and --resume replays every probe from
+// step below that rate misses, and --resume replays every step from
 // search.json without running a trial.
 func TestSearchFindsAKnownCapacity(t *testing.T) {
 	testenv.RequireRoot(t)
@@ -91,8 +91,8 @@ func TestSearchFindsAKnownCapacity(t *testing.T) {
 	}
 	const need = 1.2e6 * 1514 / 1448 // R*, bit/s of frames
 	got := res.Schemes[0]
-	t.Logf("least rate %.4g bit/s after %d probes, %d trials (the floor saved %d probes); R* = %.4g", got.RateBPS,
-		len(got.Steps), got.Trials, got.ProbesSaved, need)
+	t.Logf("least rate %.4g bit/s after %d steps, %d trials (the floor saved %d steps); R* = %.4g", got.RateBPS,
+		len(got.Steps), got.Trials, got.StepsSaved, need)
 	if hi := need * (1 + spec.Search.tolerance()) * 1.001; !got.Met || got.RateBPS < 0.96*need || got.RateBPS > hi {
 		t.Errorf("least rate %.4g bit/s (met %v), want within [%.4g, %.4g]", got.RateBPS, got.Met, 0.96*need, hi)
 	}
@@ -112,8 +112,8 @@ func TestSearchFindsAKnownCapacity(t *testing.T) {
 
 	// Below R* the SLO must be missed: the judge is not simply saying yes.
 	s := &searcher{runner: &runner{spec: spec, opts: opts.withDefaults(), run: &RunFile{Seed: res.Seed, Fabric: BuildVersion()}, dir: res.Dir},
-		state: searchFile{Probes: map[string]search.Outcome{}}}
-	below, err := s.judge("fifo")(ctx, search.Probe{RateBPS: 0.95 * need})
+		state: searchFile{Steps: map[string]search.Outcome{}}}
+	below, err := s.judge("fifo")(ctx, search.Setting{RateBPS: 0.95 * need})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestSearchFindsAKnownCapacity(t *testing.T) {
 		t.Errorf("at %.4g bit/s, 0.95 R*, the SLO was judged met", 0.95*need)
 	}
 
-	// --resume replays the judged probes: same answer, no trial run.
+	// --resume replays the judged steps: same answer, no trial run.
 	progress.Reset()
 	opts.Resume = res.Dir
 	again, err := Search(ctx, spec, opts)
@@ -133,22 +133,22 @@ func TestSearchFindsAKnownCapacity(t *testing.T) {
 		t.Errorf("resuming a finished search ran trials:\n%s", progress.String())
 	}
 	if a := again.Schemes[0]; a.RateBPS != got.RateBPS || len(a.Steps) != len(got.Steps) {
-		t.Errorf("resumed search found %.4g in %d probes, the first %.4g in %d", a.RateBPS, len(a.Steps), got.RateBPS, len(got.Steps))
+		t.Errorf("resumed search found %.4g in %d steps, the first %.4g in %d", a.RateBPS, len(a.Steps), got.RateBPS, len(got.Steps))
 	}
 
 	// An interrupted search: search.json written before the last two
-	// probes were judged, and the second-to-last probe's trial gone.
-	// --resume runs only that trial, judges the last probe again from its
+	// steps were judged, and the second-to-last step's trial gone.
+	// --resume runs only that trial, judges the last step again from its
 	// kept trial, and reaches the same answer. The trial run again is the
-	// second-to-last's because it lies well above R*: the last probe lies
+	// second-to-last's because it lies well above R*: the last step lies
 	// within the tolerance of R*, where a new trial can go either way (CI
 	// saw 1.253 Mbit/s met at 0.81× its target, and run again missed at
 	// 1.05×).
 	if len(got.Steps) < 3 {
-		t.Fatalf("the search took %d probes; the interruption needs 3", len(got.Steps))
+		t.Fatalf("the search took %d steps; the interruption needs 3", len(got.Steps))
 	}
-	last, secondLast := s.probePoint("fifo", got.Steps[len(got.Steps)-1].Probe), s.probePoint("fifo", got.Steps[len(got.Steps)-2].Probe)
-	forgetProbes(t, res.Dir, last.Name, secondLast.Name)
+	last, secondLast := s.stepPoint("fifo", got.Steps[len(got.Steps)-1].Setting), s.stepPoint("fifo", got.Steps[len(got.Steps)-2].Setting)
+	forgetSteps(t, res.Dir, last.Name, secondLast.Name)
 	if err := os.RemoveAll(s.trialDir(secondLast, 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -159,16 +159,16 @@ func TestSearchFindsAKnownCapacity(t *testing.T) {
 	}
 	t.Logf("resumed after the interruption:\n%s", progress.String())
 	if n := strings.Count(progress.String(), " trial "); n != 1 {
-		t.Errorf("resuming ran %d trials, want 1 (the second-to-last probe's)", n)
+		t.Errorf("resuming ran %d trials, want 1 (the second-to-last step's)", n)
 	}
 	if a := resumed.Schemes[0]; a.RateBPS != got.RateBPS || len(a.Steps) != len(got.Steps) {
-		t.Errorf("resumed after the interruption: %.4g in %d probes, the first run %.4g in %d", a.RateBPS, len(a.Steps), got.RateBPS, len(got.Steps))
+		t.Errorf("resumed after the interruption: %.4g in %d steps, the first run %.4g in %d", a.RateBPS, len(a.Steps), got.RateBPS, len(got.Steps))
 	}
 }
 
-// forgetProbes rewrites a run's search.json without the named probes, as
+// forgetSteps rewrites a run's search.json without the named steps, as
 // an interruption before they were judged leaves it.
-func forgetProbes(t *testing.T, runDir string, names ...string) {
+func forgetSteps(t *testing.T, runDir string, names ...string) {
 	t.Helper()
 	path := filepath.Join(runDir, searchFileName)
 	b, err := os.ReadFile(path)
@@ -180,10 +180,10 @@ func forgetProbes(t *testing.T, runDir string, names ...string) {
 		t.Fatal(err)
 	}
 	for _, n := range names {
-		if _, ok := f.Probes[n]; !ok {
-			t.Fatalf("%s has no probe %s", path, n)
+		if _, ok := f.Steps[n]; !ok {
+			t.Fatalf("%s has no step %s", path, n)
 		}
-		delete(f.Probes, n)
+		delete(f.Steps, n)
 	}
 	f.Schemes = nil
 	if b, err = json.Marshal(f); err == nil {
@@ -195,12 +195,12 @@ func forgetProbes(t *testing.T, runDir string, names ...string) {
 }
 
 // The model's first guess (search.first_guess: model) cuts the same
-// search's probes (issue 15: "a model-based first guess ... Measure how
+// search's steps (issue 15: "a model-based first guess ... Measure how
 // many it saves"): on this lab the fluid model's least rate lies within a
 // tolerance step of R*, so the walk from it brackets the answer in at
-// most two probes, where bisection takes four (TestSearchFindsAKnownCapacity).
+// most two steps, where bisection takes four (TestSearchFindsAKnownCapacity).
 // The answer must be as right as bisection's.
-func TestModelGuessSavesProbes(t *testing.T) {
+func TestModelGuessSavesSteps(t *testing.T) {
 	testenv.RequireRoot(t)
 	dir := t.TempDir()
 	spec := knownAnswerSpec(t, dir, ", first_guess: model")
@@ -218,7 +218,7 @@ func TestModelGuessSavesProbes(t *testing.T) {
 	if len(got.Guesses) != 1 || !got.Guesses[0].OK {
 		t.Fatalf("guesses %+v, want the model's one", got.Guesses)
 	}
-	t.Logf("model's guess %.4g bit/s; least rate %.4g after %d probes (bisection alone: %d); R* = %.4g",
+	t.Logf("model's guess %.4g bit/s; least rate %.4g after %d steps (bisection alone: %d); R* = %.4g",
 		got.Guesses[0].RateBPS, got.RateBPS, len(got.Steps), plain, need)
 	if g := got.Guesses[0].RateBPS; g < need/1.05 || g > need*1.05 {
 		t.Errorf("the model's guess %.4g bit/s is not within 5 %% of R* = %.4g", g, need)
@@ -227,7 +227,7 @@ func TestModelGuessSavesProbes(t *testing.T) {
 		t.Errorf("least rate %.4g bit/s (met %v), want within [%.4g, %.4g]", got.RateBPS, got.Met, 0.96*need, hi)
 	}
 	if len(got.Steps) > 2 || plain != 4 {
-		t.Errorf("%d probes from the guess, want at most 2 (bisection alone: %d, want 4)", len(got.Steps), plain)
+		t.Errorf("%d steps from the guess, want at most 2 (bisection alone: %d, want 4)", len(got.Steps), plain)
 	}
 	if !strings.Contains(res.Report.Markdown, "model's first guess") {
 		t.Errorf("the report does not say the search started from the model's guess:\n%s", res.Report.Markdown)

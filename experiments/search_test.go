@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,20 +13,20 @@ import (
 	"github.com/fabric-emu/fabric/internal/units"
 )
 
-// A search probe changes the capacity and nothing else: every link runs at
-// the probe's rate, the weighted ports take the candidate's weights, and
-// the classes offer the same bits per second, so the probe's schedule is
+// A search step changes the capacity and nothing else: every link runs at
+// the step's rate, the weighted ports take the candidate's weights, and
+// the classes offer the same bits per second, so the step's schedule is
 // message for message the one at the lab's own rate (common random
-// numbers across probes). No lab: specs and schedules only.
-func TestSearchProbeChangesOnlyTheCapacity(t *testing.T) {
+// numbers across steps). No lab: specs and schedules only.
+func TestSearchStepChangesOnlyTheCapacity(t *testing.T) {
 	spec, err := Parse("search.yaml", []byte(searchExperiment), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := &searcher{runner: &runner{spec: spec}}
-	p := s.probePoint("w", search.Probe{RateBPS: 20e6 + 300, Weights: []int{1, 1}})
+	p := s.stepPoint("w", search.Setting{RateBPS: 20e6 + 300, Weights: []int{1, 1}})
 	if p.Rate != 20*units.Mbit || p.Name != "w_rate20Mbit_w1-1" {
-		t.Fatalf("probe point %+v, want 20 Mbit/s (rounded to a Kbit) named w_rate20Mbit_w1-1", p)
+		t.Fatalf("step point %+v, want 20 Mbit/s (rounded to a Kbit) named w_rate20Mbit_w1-1", p)
 	}
 	if got := spec.OfferedLoad(p); math.Abs(got-0.3) > 1e-12 {
 		t.Errorf("at 20 Mbit/s the classes offer %v of the link, want 0.3 (6 Mbit/s of the lab's 10)", got)
@@ -36,7 +38,7 @@ func TestSearchProbeChangesOnlyTheCapacity(t *testing.T) {
 	}
 	for _, h := range g.Hosts() {
 		if r := h.Ifaces[0].Link.Rate; r != 20*units.Mbit {
-			t.Fatalf("%s's link at %v, want the probe's 20Mbit", h.Name, r)
+			t.Fatalf("%s's link at %v, want the step's 20Mbit", h.Name, r)
 		}
 	}
 	sw := g.Switches()[0]
@@ -48,7 +50,7 @@ func TestSearchProbeChangesOnlyTheCapacity(t *testing.T) {
 		t.Errorf("port weights %v, want the candidate's 1:1", port.Weights)
 	}
 	if w := spec.Schemes["w"].Ports.Queues.Weights; w[1] != 4 {
-		t.Errorf("the probe changed the file's scheme: weights %v", w)
+		t.Errorf("the step changed the file's scheme: weights %v", w)
 	}
 	nominal := Point{Scheme: "w", Load: spec.Traffic.Load, Traffic: p.Traffic}
 	at, err := spec.Schedule(g, p, 7)
@@ -60,11 +62,11 @@ func TestSearchProbeChangesOnlyTheCapacity(t *testing.T) {
 		t.Fatal(err)
 	}
 	if at.Len() != base.Len() || at.Len() == 0 {
-		t.Fatalf("%d messages at the probe's rate, %d at the lab's", at.Len(), base.Len())
+		t.Fatalf("%d messages at the step's rate, %d at the lab's", at.Len(), base.Len())
 	}
 	for i := range at.Len() {
 		if a, b := at.Message(i), base.Message(i); a.TimeNS != b.TimeNS || a.Size != b.Size || a.Class != b.Class {
-			t.Fatalf("message %d: %+v at the probe's rate, %+v at the lab's", i, a, b)
+			t.Fatalf("message %d: %+v at the step's rate, %+v at the lab's", i, a, b)
 		}
 	}
 }
@@ -77,7 +79,7 @@ func TestSearchReportFlagsSuspectAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	step := func(rate float64, met bool, unfaithful int) search.Step {
-		return search.Step{Probe: search.Probe{RateBPS: rate}, Outcome: search.Outcome{Met: met, Trials: 3, Unfaithful: unfaithful}}
+		return search.Step{Setting: search.Setting{RateBPS: rate}, Outcome: search.Outcome{Met: met, Trials: 3, Unfaithful: unfaithful}}
 	}
 	suspect := SchemeSearch{Scheme: "fifo", Result: search.Result{RateBPS: 16e6, Met: true,
 		Steps: []search.Step{step(12e6, false, 0), step(18e6, true, 0), step(15e6, false, 2), step(16e6, true, 0)}}}
@@ -129,5 +131,33 @@ func TestModelCapacityOfABuiltinSearch(t *testing.T) {
 	}
 	if !strings.Contains(md, "dctcp-weights-fq") {
 		t.Errorf("the table does not name the schemes:\n%s", md)
+	}
+}
+
+// A search.json an earlier build wrote keeps its judged steps under
+// "probes": --resume reads them as steps, and the next save writes them
+// under "steps" alone.
+func TestSearchFileOfAnEarlierBuildResumes(t *testing.T) {
+	dir := t.TempDir()
+	old := `{"probes": {"fifo_rate2Mbit": {"met": true, "ratio": 0.8, "trials": 3}}, "schemes": []}`
+	if err := os.WriteFile(filepath.Join(dir, searchFileName), []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := &searcher{runner: &runner{dir: dir}}
+	if err := s.load(); err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := s.state.Steps["fifo_rate2Mbit"]; !ok || !o.Met || o.Trials != 3 {
+		t.Fatalf("steps after load %+v, want the earlier build's step fifo_rate2Mbit (met, 3 trials)", s.state.Steps)
+	}
+	if err := s.save(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, searchFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), `"probes"`) || !strings.Contains(string(b), `"fifo_rate2Mbit"`) {
+		t.Errorf("saved search.json should hold the step under \"steps\" only:\n%s", b)
 	}
 }

@@ -6,14 +6,14 @@
 //
 // The method is bisection on the logarithm of the rate. A bracket
 // [Lo, Hi] holds the answer: Lo is a rate known (or assumed) to miss, Hi
-// one known (or assumed) to meet. Each step probes the geometric
+// one known (or assumed) to meet. Each step tries the geometric
 // midpoint, so the number of steps depends only on Hi/Lo and the
 // tolerance, not on where the answer lies. For schemes with weights, each
 // candidate weight vector is bisected in turn, and a later candidate only
 // in [Lo, best so far]: it matters only if it beats the best, so it costs
-// nothing to probe above it.
+// nothing to try above it.
 //
-// The package knows nothing of labs: a Judge runs the trials of one probe
+// The package knows nothing of labs: a Judge runs the trials of one step
 // and says whether the SLOs held. That keeps the logic testable against a
 // deterministic judge with a known threshold.
 package search
@@ -26,28 +26,28 @@ import (
 	"slices"
 )
 
-// Probe is one point the search asks about: a link rate and, for weighted
-// schemes, the weights of the classes' bands.
-type Probe struct {
+// Setting is what one step tries: a link rate and, for weighted schemes,
+// the weights of the classes' bands.
+type Setting struct {
 	RateBPS float64 `json:"rate_bps"`
 	Weights []int   `json:"weights,omitempty"`
 }
 
-// Outcome is what a Judge says about a probe.
+// Outcome is what a Judge says about a step's setting.
 type Outcome struct {
 	Met bool `json:"met"`
 	// Ratio is the worst measured over target of any objective (≤ 1 when
 	// met); NaN when no objective had messages.
 	Ratio float64 `json:"ratio"`
 	// Uncertain is set when an objective's 95 % confidence interval over
-	// the probe's trials straddles its target.
+	// the step's trials straddles its target.
 	Uncertain bool `json:"uncertain,omitempty"`
-	// Trials is how many trials the probe judged, and Reruns how many
+	// Trials is how many trials the step judged, and Reruns how many
 	// flagged runs of them it set aside and ran again; the budget counts
 	// both.
 	Trials int `json:"trials"`
 	Reruns int `json:"reruns,omitempty"`
-	// Incomplete counts messages that never finished; a probe with any
+	// Incomplete counts messages that never finished; a step with any
 	// has missed (their slowdowns, unmeasured, are at least the trial's).
 	Incomplete int `json:"incomplete,omitempty"`
 	// Unfaithful counts trials the fidelity monitor flagged (a saturated
@@ -55,26 +55,26 @@ type Outcome struct {
 	Unfaithful int `json:"unfaithful,omitempty"`
 }
 
-// Judge runs one probe's trials and says whether every SLO held.
-type Judge func(ctx context.Context, p Probe) (Outcome, error)
+// Judge runs one step's trials and says whether every SLO held.
+type Judge func(ctx context.Context, s Setting) (Outcome, error)
 
 // Config bounds one scheme's search.
 type Config struct {
-	// Lo is a rate that misses (never probed); Hi one assumed to meet,
-	// probed only when nothing below it met.
+	// Lo is a rate that misses (never tried); Hi one assumed to meet,
+	// tried only when nothing below it met.
 	Lo, Hi float64
 	// Tolerance stops the bisection when Hi/Lo ≤ 1 + Tolerance.
 	Tolerance float64
-	// MaxTrials is the trial budget: no probe starts once it is spent.
+	// MaxTrials is the trial budget: no step starts once it is spent.
 	MaxTrials int
 	// Candidates are the weight vectors to try; none for unweighted schemes.
 	Candidates [][]int
 	// Guess, when set, is a model's least rate for a candidate (ok false
-	// when the model has none below Hi). The search then probes the
+	// when the model has none below Hi). The search then tries the
 	// guess first and walks away from it in steps of 1 + Tolerance that
-	// double while the verdict stays the same, until a probe that meets
+	// double while the verdict stays the same, until a step that meets
 	// and one that misses bracket the answer, and bisects from there: a
-	// good guess closes the bracket in two probes, a bad one costs about
+	// good guess closes the bracket in two steps, a bad one costs about
 	// twice the bisection's log steps between the guess and the answer.
 	Guess func(ctx context.Context, weights []int) (rateBPS float64, ok bool, err error)
 }
@@ -88,9 +88,9 @@ type Guess struct {
 	OK bool `json:"ok"`
 }
 
-// Step is one probe and its outcome, with the bracket after it.
+// Step is one setting tried and its outcome, with the bracket after it.
 type Step struct {
-	Probe   Probe   `json:"probe"`
+	Setting Setting `json:"setting"`
 	Outcome Outcome `json:"outcome"`
 	Lo      float64 `json:"lo_bps"`
 	Hi      float64 `json:"hi_bps"`
@@ -115,10 +115,10 @@ type Result struct {
 	Guesses []Guess `json:"guesses,omitempty"`
 }
 
-// Ends are the probes the answer rests on: the one that met at RateBPS
+// Ends are the steps the answer rests on: the one that met at RateBPS
 // and the highest that missed below it with the same weights (the final
-// bracket's ends; the floor, never probed, when none missed); when
-// nothing met, the highest probe, which missed. A trial the fidelity
+// bracket's ends; the floor, never tried, when none missed); when
+// nothing met, the highest step, which missed. A trial the fidelity
 // monitor flagged at either end may have decided the answer.
 func (r Result) Ends() []Step {
 	var met, missed *Step
@@ -126,13 +126,13 @@ func (r Result) Ends() []Step {
 		st := &r.Steps[i]
 		switch {
 		case !r.Met:
-			if missed == nil || st.Probe.RateBPS > missed.Probe.RateBPS {
+			if missed == nil || st.Setting.RateBPS > missed.Setting.RateBPS {
 				missed = st
 			}
-		case !slices.Equal(st.Probe.Weights, r.Weights):
-		case st.Outcome.Met && st.Probe.RateBPS == r.RateBPS:
+		case !slices.Equal(st.Setting.Weights, r.Weights):
+		case st.Outcome.Met && st.Setting.RateBPS == r.RateBPS:
 			met = st
-		case !st.Outcome.Met && st.Probe.RateBPS < r.RateBPS && (missed == nil || st.Probe.RateBPS > missed.Probe.RateBPS):
+		case !st.Outcome.Met && st.Setting.RateBPS < r.RateBPS && (missed == nil || st.Setting.RateBPS > missed.Setting.RateBPS):
 			missed = st
 		}
 	}
@@ -149,7 +149,7 @@ func (r Result) Ends() []Step {
 var ErrBadConfig = errors.New("search: bad configuration")
 
 // Least bisects for the least rate that meets; progress, if not nil, sees
-// the bracket before every probe (the Step's Outcome still zero).
+// the bracket before every step (the Step's Outcome still zero).
 func Least(ctx context.Context, cfg Config, judge Judge, progress func(Step)) (Result, error) {
 	if !(cfg.Lo > 0 && cfg.Hi > cfg.Lo && cfg.Tolerance > 0) {
 		return Result{}, fmt.Errorf("%w: want 0 < lo < hi and tolerance > 0, got lo %g hi %g tolerance %g", ErrBadConfig, cfg.Lo, cfg.Hi, cfg.Tolerance)
@@ -198,7 +198,7 @@ func (s *state) bisect(ctx context.Context, w []int) error {
 	}
 	for hi/lo > 1+s.cfg.Tolerance {
 		mid := math.Sqrt(lo * hi)
-		o, ok, err := s.probe(ctx, Probe{RateBPS: mid, Weights: w}, lo, hi)
+		o, ok, err := s.try(ctx, Setting{RateBPS: mid, Weights: w}, lo, hi)
 		if err != nil || !ok {
 			return err
 		}
@@ -210,7 +210,7 @@ func (s *state) bisect(ctx context.Context, w []int) error {
 		s.res.Steps[len(s.res.Steps)-1].Lo, s.res.Steps[len(s.res.Steps)-1].Hi = lo, hi
 	}
 	if !met && !s.res.Met { // nothing below Hi met: does Hi?
-		o, ok, err := s.probe(ctx, Probe{RateBPS: hi, Weights: w}, lo, hi)
+		o, ok, err := s.try(ctx, Setting{RateBPS: hi, Weights: w}, lo, hi)
 		if err != nil || !ok {
 			return err
 		}
@@ -219,9 +219,9 @@ func (s *state) bisect(ctx context.Context, w []int) error {
 	return nil
 }
 
-// fromGuess probes the model's guess for candidate w, then away from it
+// fromGuess tries the model's guess for candidate w, then away from it
 // in doubling steps while the verdict stays the same, and returns the
-// bracket that leaves for bisection and whether a probe met; a spent
+// bracket that leaves for bisection and whether a step met; a spent
 // budget stops it (Result.Exhausted).
 func (s *state) fromGuess(ctx context.Context, w []int, lo, hi float64) (float64, float64, bool, error) {
 	g, ok, err := s.cfg.Guess(ctx, w)
@@ -235,7 +235,7 @@ func (s *state) fromGuess(ctx context.Context, w []int, lo, hi float64) (float64
 	met, missed := false, false
 	step := 1 + s.cfg.Tolerance
 	for r := g; r > lo && r < hi && hi/lo > 1+s.cfg.Tolerance && !(met && missed); step *= step {
-		o, ok, err := s.probe(ctx, Probe{RateBPS: r, Weights: w}, lo, hi)
+		o, ok, err := s.try(ctx, Setting{RateBPS: r, Weights: w}, lo, hi)
 		if err != nil || !ok {
 			return lo, hi, met, err
 		}
@@ -251,13 +251,13 @@ func (s *state) fromGuess(ctx context.Context, w []int, lo, hi float64) (float64
 	return lo, hi, met, nil
 }
 
-// probe judges p if the budget allows (ok false when it does not).
-func (s *state) probe(ctx context.Context, p Probe, lo, hi float64) (o Outcome, ok bool, err error) {
+// try judges p if the budget allows (ok false when it does not).
+func (s *state) try(ctx context.Context, p Setting, lo, hi float64) (o Outcome, ok bool, err error) {
 	if s.cfg.MaxTrials > 0 && s.res.Trials >= s.cfg.MaxTrials {
 		s.res.Exhausted = true
 		return Outcome{}, false, nil
 	}
-	step := Step{Probe: p, Lo: lo, Hi: hi}
+	step := Step{Setting: p, Lo: lo, Hi: hi}
 	if s.progress != nil {
 		s.progress(step)
 	}
@@ -271,8 +271,8 @@ func (s *state) probe(ctx context.Context, p Probe, lo, hi float64) (o Outcome, 
 	return o, true, nil
 }
 
-// Steps is how many bisection probes a bracket [lo, hi] takes to reach
-// hi/lo ≤ 1 + tolerance: each probe halves log(hi/lo).
+// Steps is how many bisection steps a bracket [lo, hi] takes to reach
+// hi/lo ≤ 1 + tolerance: each step halves log(hi/lo).
 func Steps(lo, hi, tolerance float64) int {
 	if !(lo > 0 && hi > lo && tolerance > 0) {
 		return 0

@@ -8,9 +8,9 @@ import (
 )
 
 // threshold is a judge whose SLO holds exactly at and above a known rate
-// (per weight candidate), with trialsPer trials per probe.
+// (per weight candidate), with trialsPer trials per step.
 func threshold(at map[int]float64, trialsPer int, calls *int) Judge {
-	return func(_ context.Context, p Probe) (Outcome, error) {
+	return func(_ context.Context, p Setting) (Outcome, error) {
 		*calls++
 		key := 0
 		if len(p.Weights) > 0 {
@@ -22,7 +22,7 @@ func threshold(at map[int]float64, trialsPer int, calls *int) Judge {
 }
 
 // The search converges on a known answer: within the tolerance above it,
-// never below it, in exactly Steps probes (one more when only Hi meets).
+// never below it, in exactly Steps steps (one more when only Hi meets).
 func TestLeastConvergesOnAKnownThreshold(t *testing.T) {
 	for _, want := range []float64{2.6e6, 3.3e6, 7.77e6, 9.9e6} {
 		calls := 0
@@ -36,10 +36,10 @@ func TestLeastConvergesOnAKnownThreshold(t *testing.T) {
 		}
 		n := Steps(cfg.Lo, cfg.Hi, cfg.Tolerance)
 		if res.RateBPS == cfg.Hi {
-			n++ // nothing below Hi met, so Hi itself was probed
+			n++ // nothing below Hi met, so Hi itself was tried
 		}
 		if calls != n || res.Trials != 3*n {
-			t.Errorf("threshold %g: %d probes (%d trials), want %d probes of 3 trials", want, calls, res.Trials, n)
+			t.Errorf("threshold %g: %d steps (%d trials), want %d steps of 3 trials", want, calls, res.Trials, n)
 		}
 		if last := res.Steps[len(res.Steps)-1]; last.Hi/last.Lo > 1+cfg.Tolerance || last.Lo > want || last.Hi < want {
 			t.Errorf("threshold %g: final bracket [%g, %g] does not hold it within the tolerance", want, last.Lo, last.Hi)
@@ -58,8 +58,8 @@ func TestLeastReportsInfeasible(t *testing.T) {
 	if res.Met {
 		t.Errorf("met at %g, but the threshold is above Hi", res.RateBPS)
 	}
-	if last := res.Steps[len(res.Steps)-1]; last.Probe.RateBPS != cfg.Hi {
-		t.Errorf("last probe %g, want Hi %g", last.Probe.RateBPS, cfg.Hi)
+	if last := res.Steps[len(res.Steps)-1]; last.Setting.RateBPS != cfg.Hi {
+		t.Errorf("last step %g, want Hi %g", last.Setting.RateBPS, cfg.Hi)
 	}
 }
 
@@ -78,16 +78,16 @@ func TestLeastPicksTheBestWeights(t *testing.T) {
 		t.Errorf("found %g with weights %v, want ~3e6 with [2 4]", res.RateBPS, res.Weights)
 	}
 	for _, s := range res.Steps {
-		if s.Probe.Weights[0] == 3 && s.Probe.RateBPS > 3e6*1.05 {
-			t.Errorf("candidate [3 4] probed at %g, above the best so far", s.Probe.RateBPS)
+		if s.Setting.Weights[0] == 3 && s.Setting.RateBPS > 3e6*1.05 {
+			t.Errorf("candidate [3 4] tried at %g, above the best so far", s.Setting.RateBPS)
 		}
 	}
 	if len(bracket) != len(res.Steps) {
-		t.Errorf("progress saw %d probes, the result has %d", len(bracket), len(res.Steps))
+		t.Errorf("progress saw %d steps, the result has %d", len(bracket), len(res.Steps))
 	}
 }
 
-// The trial budget stops the search: no probe starts once it is spent.
+// The trial budget stops the search: no step starts once it is spent.
 func TestLeastStopsAtTheBudget(t *testing.T) {
 	calls := 0
 	cfg := Config{Lo: 1e6, Hi: 100e6, Tolerance: 0.001, MaxTrials: 9}
@@ -96,14 +96,14 @@ func TestLeastStopsAtTheBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !res.Exhausted || res.Trials != 9 || calls != 3 {
-		t.Errorf("exhausted %v after %d trials in %d probes, want true after 9 in 3", res.Exhausted, res.Trials, calls)
+		t.Errorf("exhausted %v after %d trials in %d steps, want true after 9 in 3", res.Exhausted, res.Trials, calls)
 	}
 
-	// Reruns of flagged trials are runs too: one per probe here, so the
-	// budget of 9 is spent after two probes of 3 + 1 and one more.
+	// Reruns of flagged trials are runs too: one per step here, so the
+	// budget of 9 is spent after two steps of 3 + 1 and one more.
 	calls = 0
 	judge := threshold(map[int]float64{0: 30e6}, 3, &calls)
-	rerunOne := func(ctx context.Context, p Probe) (Outcome, error) {
+	rerunOne := func(ctx context.Context, p Setting) (Outcome, error) {
 		o, err := judge(ctx, p)
 		o.Reruns = 1
 		return o, err
@@ -113,7 +113,7 @@ func TestLeastStopsAtTheBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !res.Exhausted || res.Trials != 12 || calls != 3 {
-		t.Errorf("with a rerun per probe: exhausted %v after %d runs in %d probes, want true after 12 in 3", res.Exhausted, res.Trials, calls)
+		t.Errorf("with a rerun per step: exhausted %v after %d runs in %d steps, want true after 12 in 3", res.Exhausted, res.Trials, calls)
 	}
 }
 
@@ -121,11 +121,11 @@ func TestLeastRejectsABadBracket(t *testing.T) {
 	calls := 0
 	_, err := Least(context.Background(), Config{Lo: 5, Hi: 5, Tolerance: 0.1}, threshold(nil, 1, &calls), nil)
 	if !errors.Is(err, ErrBadConfig) || calls != 0 {
-		t.Errorf("err %v after %d probes, want ErrBadConfig before any", err, calls)
+		t.Errorf("err %v after %d steps, want ErrBadConfig before any", err, calls)
 	}
 }
 
-// The answer's ends are the met probe at the answer and the highest miss
+// The answer's ends are the met step at the answer and the highest miss
 // below it with the same weights, so a flag on either reaches the answer.
 func TestEndsAreTheBracketsEnds(t *testing.T) {
 	calls := 0
@@ -140,15 +140,15 @@ func TestEndsAreTheBracketsEnds(t *testing.T) {
 		t.Fatalf("%d ends, want 2: %+v", len(ends), ends)
 	}
 	lo, hi := ends[0], ends[1]
-	if lo.Outcome.Met || !hi.Outcome.Met || hi.Probe.RateBPS != res.RateBPS || lo.Probe.Weights[0] != 2 || hi.Probe.Weights[0] != 2 {
-		t.Errorf("ends %+v and %+v, want a miss and the met probe at %g, both with weights [2 4]", lo, hi, res.RateBPS)
+	if lo.Outcome.Met || !hi.Outcome.Met || hi.Setting.RateBPS != res.RateBPS || lo.Setting.Weights[0] != 2 || hi.Setting.Weights[0] != 2 {
+		t.Errorf("ends %+v and %+v, want a miss and the met step at %g, both with weights [2 4]", lo, hi, res.RateBPS)
 	}
-	if hi.Probe.RateBPS/lo.Probe.RateBPS > 1+cfg.Tolerance || lo.Probe.RateBPS > 3e6 {
-		t.Errorf("ends %g and %g are not the final bracket around 3e6", lo.Probe.RateBPS, hi.Probe.RateBPS)
+	if hi.Setting.RateBPS/lo.Setting.RateBPS > 1+cfg.Tolerance || lo.Setting.RateBPS > 3e6 {
+		t.Errorf("ends %g and %g are not the final bracket around 3e6", lo.Setting.RateBPS, hi.Setting.RateBPS)
 	}
 	for _, st := range res.Steps {
-		if !st.Outcome.Met && slices.Equal(st.Probe.Weights, res.Weights) && st.Probe.RateBPS > lo.Probe.RateBPS && st.Probe.RateBPS < res.RateBPS {
-			t.Errorf("a higher miss at %g below the answer than the end %g", st.Probe.RateBPS, lo.Probe.RateBPS)
+		if !st.Outcome.Met && slices.Equal(st.Setting.Weights, res.Weights) && st.Setting.RateBPS > lo.Setting.RateBPS && st.Setting.RateBPS < res.RateBPS {
+			t.Errorf("a higher miss at %g below the answer than the end %g", st.Setting.RateBPS, lo.Setting.RateBPS)
 		}
 	}
 
@@ -157,12 +157,12 @@ func TestEndsAreTheBracketsEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ends := res.Ends(); len(ends) != 1 || ends[0].Probe.RateBPS != 4e6 || ends[0].Outcome.Met {
+	if ends := res.Ends(); len(ends) != 1 || ends[0].Setting.RateBPS != 4e6 || ends[0].Outcome.Met {
 		t.Errorf("nothing met: ends %+v, want the miss at Hi", ends)
 	}
 }
 
-// A first guess near the answer closes the bracket in two probes; a far
+// A first guess near the answer closes the bracket in two steps; a far
 // one still converges on the answer, only slower; none (ok false) leaves
 // plain bisection.
 func TestLeastFromAGuess(t *testing.T) {
@@ -170,9 +170,9 @@ func TestLeastFromAGuess(t *testing.T) {
 	cfg := Config{Lo: 1e6, Hi: 10e6, Tolerance: 0.05, MaxTrials: 100}
 	plain := Steps(cfg.Lo, cfg.Hi, cfg.Tolerance)
 	for _, c := range []struct {
-		guess     float64
-		ok        bool
-		maxProbes int
+		guess    float64
+		ok       bool
+		maxSteps int
 	}{
 		{want * 1.01, true, 2}, {want * 0.99, true, 2}, // within a tolerance step either side
 		{want * 1.6, true, 2 * plain}, {want / 2.5, true, 2 * plain}, {9.9e6, true, 2 * plain},
@@ -190,10 +190,10 @@ func TestLeastFromAGuess(t *testing.T) {
 		if last := res.Steps[len(res.Steps)-1]; last.Hi/last.Lo > 1+cfg.Tolerance {
 			t.Errorf("guess %g: final bracket [%g, %g] wider than the tolerance", c.guess, last.Lo, last.Hi)
 		}
-		if calls > c.maxProbes || len(res.Guesses) != 1 || res.Guesses[0].RateBPS != c.guess {
-			t.Errorf("guess %g: %d probes (want at most %d), guesses recorded %v", c.guess, calls, c.maxProbes, res.Guesses)
+		if calls > c.maxSteps || len(res.Guesses) != 1 || res.Guesses[0].RateBPS != c.guess {
+			t.Errorf("guess %g: %d steps (want at most %d), guesses recorded %v", c.guess, calls, c.maxSteps, res.Guesses)
 		}
-		t.Logf("guess %.3g (ok %v): %d probes; plain bisection %d", c.guess, c.ok, calls, plain)
+		t.Logf("guess %.3g (ok %v): %d steps; plain bisection %d", c.guess, c.ok, calls, plain)
 	}
 }
 
@@ -213,12 +213,12 @@ func TestBudgetSpentAfterAMeetKeepsIt(t *testing.T) {
 		}
 		var met float64
 		for _, st := range res.Steps {
-			if st.Outcome.Met && (met == 0 || st.Probe.RateBPS < met) {
-				met = st.Probe.RateBPS
+			if st.Outcome.Met && (met == 0 || st.Setting.RateBPS < met) {
+				met = st.Setting.RateBPS
 			}
 		}
 		if met == 0 {
-			t.Fatalf("guess %g: no probe of %d met; the test needs one", guess, calls)
+			t.Fatalf("guess %g: no step of %d met; the test needs one", guess, calls)
 		}
 		if !res.Exhausted || !res.Met || res.RateBPS != met {
 			t.Errorf("guess %g: exhausted %v, met %v at %g; want exhausted and met at the least rate that met, %g", guess, res.Exhausted, res.Met, res.RateBPS, met)
