@@ -14,7 +14,7 @@ import (
 // expands to a sweep short enough for CI.
 func TestBuiltinsParse(t *testing.T) {
 	names := Builtins()
-	want := []string{"homa/pacer", "homa/priorities", "homa/slowdown", "homa/slowdown-fattree", "hull/dynamic", "hull/pq-sweep", "hull/qos", "hull/rtt-sweep", "hull/static", "hull/table1", "incast/fattree-k4", "ndp/incast", "ndp/permutation", "ndp/priority", "permutation/fattree-k4", "swp/capacity", "swp/capacity-loose", "swp/capacity-tight", "swp/fig1", "validate/dctcp", "validate/delay", "validate/md1", "validate/phantom"}
+	want := []string{"homa/pacer", "homa/priorities", "homa/slowdown", "homa/slowdown-fattree", "hull/dynamic", "hull/pq-sweep", "hull/qos", "hull/rtt-sweep", "hull/static", "hull/table1", "incast/fattree-k4", "ndp/incast", "ndp/permutation", "ndp/priority", "permutation/fattree-k4", "swp/capacity", "swp/capacity-loose", "swp/capacity-tight", "swp/fig1", "validate/dctcp", "validate/delay", "validate/droptail", "validate/md1", "validate/phantom"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Fatalf("built-ins = %v, want %v", names, want)
 	}

@@ -26,7 +26,7 @@ func validateCmd() *cobra.Command {
 	}
 	c := &cobra.Command{
 		Use:   "validate",
-		Short: "Check the emulator against queueing theory: M/D/1, Little's law, DCTCP, the phantom queue, the delay lines",
+		Short: "Check the emulator against queueing theory: M/D/1, Little's law, DCTCP, drop-tail CUBIC, the phantom queue, the delay lines",
 		Long: `Run the validation scenarios (` + strings.Join(validation.Scenarios(), ", ") + `),
 each like fabric run, and check every trial against its equation: one table
 of check, theory, measured, error and verdict. A check that did not pass is
@@ -34,7 +34,7 @@ followed by the likeliest mechanism at fault. Exits 1 unless every check
 passed (a check on a trial the fidelity monitor flagged is UNFAITHFUL, which
 is not a pass).`,
 		Example: `  fabric validate --quick       # what CI runs, about a minute
-  fabric validate                 # the full variants, about 22 minutes
+  fabric validate                 # the full variants, about 23 minutes
   fabric validate --only validate/md1
   fabric validate --recheck runs/validate-md1/20261129T045244Z`,
 		Args: cobra.NoArgs,

@@ -43,22 +43,10 @@ func dctcpChecks(sc *scenario, t *trial) ([]Check, error) {
 		return nil, err
 	}
 	model := time.Duration(DCTCPPeriod(n, bdp, k) * float64(rtt))
-	// The analysis's queue is a fluid, the windows' sum less C·RTT; the
-	// sampled backlog adds a packet or two as single packets come and go,
-	// which a mean over smoothFrames frame times takes out.
-	bin := int64(smoothFrames * frame * 8 / t.meta.BottleneckBPS * 1e9)
-	x := binnedBacklog(q, bin)
-	periodBins, seen := sawtoothPeriod(x, float64(model)/float64(bin))
-	period := time.Duration(int64(periodBins) * bin)
-	peak, swing, stretches := perPeriod(x, periodBins)
-	gap := time.Duration(q[len(q)-1].at-q[0].at) / time.Duration(len(q))
-	whence := "the backlog's own period (its autocorrelation's first high peak)"
-	if !seen {
-		whence = "the model's period (the backlog showed none of its own)"
-	}
-	how := fmt.Sprintf("the qdisc's backlog sampled %d times, every %v on average, in means over %d frame times (%v): %d stretches of %s, %v (the model's T_C = %v in unloaded round trips); C·RTT = %.1f packets (RTT %v), K = %.1f",
-		len(q), gap.Round(time.Microsecond), smoothFrames, time.Duration(bin).Round(10*time.Microsecond), stretches, whence, period.Round(time.Millisecond),
-		model.Round(100*time.Microsecond), bdp, rtt.Round(time.Microsecond), k)
+	saw := seeSawtooth(q, frame, t.meta.BottleneckBPS, model)
+	peak, swing := saw.peak, saw.swing
+	how := fmt.Sprintf("%s (the model's T_C = %v in unloaded round trips); C·RTT = %.1f packets (RTT %v), K = %.1f",
+		saw, model.Round(100*time.Microsecond), bdp, rtt.Round(time.Microsecond), k)
 	label := fmt.Sprintf("N = %d", n)
 	qmax := judged(Check{Name: "DCTCP queue max, " + label, Unit: "pkts", Theory: DCTCPQueueMax(n, k), Measured: peak, Tolerance: 0.25,
 		Note: "the median of each period's highest mean; " + how}, t, func(c Check) string {
@@ -79,19 +67,61 @@ func dctcpChecks(sc *scenario, t *trial) ([]Check, error) {
 		return "the windows drop by more than DCTCP's α/2: α's estimate is off (fabric's BPF DCTCP), loss or a timeout halves them, " +
 			"or the senders' bursts swing the queue"
 	})
-	pk, err := t.packets()
+	little, err := lmmLittleCheck(t, "Little's law, DCTCP "+label)
 	if err != nil {
 		return nil, err
+	}
+	return []Check{qmax, amp, little}, nil
+}
+
+// lmmLittleCheck is Little's law at the LMM's port with W the LMM's mean
+// latency, as it is.
+func lmmLittleCheck(t *trial, name string) (Check, error) {
+	pk, err := t.packets()
+	if err != nil {
+		return Check{}, err
 	}
 	var lat []float64
 	for _, p := range pk {
 		lat = append(lat, float64(p.Latency())/1e9)
 	}
-	little, err := littleCheck(t, "Little's law, DCTCP "+label, mean(lat), "W the LMM's mean latency")
-	if err != nil {
-		return nil, err
+	return littleCheck(t, name, mean(lat), "W the LMM's mean latency")
+}
+
+// sawtooth is a queue's sawtooth as the backlog samples show it: the
+// medians, over stretches of its own period, of each stretch's highest
+// mean (peak) and range (swing), in packets.
+type sawtooth struct {
+	peak, swing float64
+	stretches   int
+	period      time.Duration
+	seen        bool // false: the backlog showed no period, and the model's was used
+	samples     int
+	gap, bin    time.Duration
+}
+
+// seeSawtooth finds q's sawtooth near the model's period. The analyses'
+// queues are fluids; the sampled backlog adds a packet or two as single
+// packets come and go, which a mean over smoothFrames frame times (frame
+// bytes at bps) takes out.
+func seeSawtooth(q []queueSample, frame, bps float64, model time.Duration) sawtooth {
+	bin := int64(smoothFrames * frame * 8 / bps * 1e9)
+	x := binnedBacklog(q, bin)
+	periodBins, seen := sawtoothPeriod(x, float64(model)/float64(bin))
+	s := sawtooth{period: time.Duration(int64(periodBins) * bin), seen: seen, samples: len(q),
+		gap: time.Duration(q[len(q)-1].at-q[0].at) / time.Duration(len(q)), bin: time.Duration(bin)}
+	s.peak, s.swing, s.stretches = perPeriod(x, periodBins)
+	return s
+}
+
+// String says how the sawtooth was measured, for a check's note.
+func (s sawtooth) String() string {
+	whence := "the backlog's own period (its autocorrelation's first high peak)"
+	if !s.seen {
+		whence = "the model's period (the backlog showed none of its own)"
 	}
-	return []Check{qmax, amp, little}, nil
+	return fmt.Sprintf("the qdisc's backlog sampled %d times, every %v on average, in means over %d frame times (%v): %d stretches of %s, %v",
+		s.samples, s.gap.Round(time.Microsecond), smoothFrames, s.bin.Round(10*time.Microsecond), s.stretches, whence, s.period.Round(time.Millisecond))
 }
 
 // lmmPort is the resolved port the scenario's LMM measures (its egress

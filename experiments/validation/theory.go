@@ -152,6 +152,39 @@ func DCTCPAmplitudeLargeWindows(n int, bdp, k float64) float64 {
 // DCTCPPeriod is T_C = D, in round trips.
 func DCTCPPeriod(n int, bdp, k float64) float64 { return dctcpDrop(n, bdp, k) }
 
+// Drop-tail TCP: N long CUBIC flows through one port of capacity C
+// (packets a second), round-trip time RTT and a buffer of B packets. The
+// windows sum to B + C·RTT when the buffer overflows; a loss that reaches
+// every flow cuts each window to β times itself, β = 0.7 (Xu, Ha, Rhee et
+// al., RFC 9438 §4.6; Linux's tcp_cubic.c: 717/1024), so the queue falls
+// by A = (1 − β)(B + C·RTT), to β(B + C·RTT) − C·RTT, and climbs back to
+// B. Cuts that reach one flow at a time move it by A/N each. A window
+// regrows along the larger of CUBIC's cubic W(t) = C_c(t − K)³ + W_max,
+// K = ∛(W_max(1 − β)/C_c) seconds, C_c = 0.4 (§4.2, eq. 1–2), and its
+// Reno-friendly estimate, α_c = 3(1 − β)/(1 + β) packets a round trip
+// from βW_max (§4.3, eq. 4), so it is back at W_max = (B + C·RTT)/N after
+// the shorter of K and W_max(1 + β)/3 round trips.
+
+// CubicBeta is CUBIC's multiplicative decrease factor.
+const CubicBeta = 0.7
+
+// cubicC is C_c, packets/s³.
+const cubicC = 0.4
+
+// CubicAmplitude is A, the queue's fall at a cut that reaches every flow:
+// (1 − β)(B + C·RTT), or B when the windows fall below C·RTT.
+func CubicAmplitude(b, bdp float64) float64 { return min((1-CubicBeta)*(b+bdp), b) }
+
+// CubicPeriod is the time between cuts, seconds, with the round trip at
+// the sawtooth's mean queue; cPkts is C in packets a second.
+func CubicPeriod(n int, b, bdp, cPkts float64) float64 {
+	wMax := (b + bdp) / float64(n)
+	k := math.Cbrt(wMax * (1 - CubicBeta) / cubicC)
+	meanQueue := b - CubicAmplitude(b, bdp)/2
+	rtt := (bdp + meanQueue) / cPkts
+	return min(k, wMax*(1+CubicBeta)/3*rtt)
+}
+
 // The phantom queue (HULL, Alizadeh et al., NSDI 2012, §2.1) counts the
 // packets its port sends, as a wire at the port's rate C would deliver
 // them, into a counter drained at γC, and marks a packet that finds the

@@ -90,6 +90,26 @@ func TestDCTCPSteadyState(t *testing.T) {
 	near(t, "Q_max(8, 19.8)", DCTCPQueueMax(8, 19.8), 27.8, 1e-12)
 }
 
+// CUBIC's sawtooth by hand. validate/droptail's lab: B = 33 frames of
+// 1514 bytes, C·RTT = 10 Mbit/s × 20 ms = 16.51 frames, so A = 0.3 ×
+// 49.51 = 14.85 frames; one window peaks at 49.51, K = ∛(49.51 × 0.3/0.4)
+// = 3.34 s, and the Reno-friendly window is back in 49.51 × 1.7/3 = 28.06
+// round trips of (16.51 + 25.57)/825.6 s = 50.97 ms: 1.430 s, the
+// shorter; two windows of half that are back in 0.715 s. HULL Table 1's
+// port (700 KB, 1 Gbit/s, 200 µs): A = 143.66 frames, the queue's floor
+// 318.69 frames (3.86 ms). A buffer smaller than the windows' fall
+// empties.
+func TestCubicSawtooth(t *testing.T) {
+	bdp := 10e6 * 0.02 / (1514 * 8)
+	near(t, "A(33, 16.51)", CubicAmplitude(33, bdp), 14.8538, 1e-4)
+	near(t, "period(1, 33, 16.51)", CubicPeriod(1, 33, bdp, 10e6/(1514*8)), 1.43019, 1e-5)
+	near(t, "period(2, 33, 16.51)", CubicPeriod(2, 33, bdp, 10e6/(1514*8)), 0.71509, 1e-5)
+	b := 700e3 / 1514
+	near(t, "A at HULL's Table 1", CubicAmplitude(b, 16.5125), 143.659, 1e-3)
+	near(t, "the floor at HULL's Table 1", b-CubicAmplitude(b, 16.5125), 318.692, 1e-3)
+	near(t, "A of a shallow buffer", CubicAmplitude(2, 100), 2, 0)
+}
+
 // A sawtooth five times as long as the model's period, 8 packets from
 // trough to peak, sampled at Poisson times 250 µs apart for 18 s, with its
 // level stepping up by 20 packets half-way (as four flows' queue did):

@@ -1,10 +1,10 @@
 // Package validation holds fabric's emulation to queueing theory: the
 // built-in scenarios under validate/ run like any experiment, and each
 // trial they leave is checked against an equation (an M/D/1 port, Little's
-// law, DCTCP's steady state, HULL's phantom queue, the delay lines). Every
-// check says where its equation comes from, and one that fails names the
-// likeliest mechanism at fault. `fabric validate` runs them all and prints
-// the table.
+// law, DCTCP's steady state, drop-tail CUBIC's sawtooth, HULL's phantom
+// queue, the delay lines). Every check says where its equation comes from,
+// and one that fails names the likeliest mechanism at fault. `fabric
+// validate` runs them all and prints the table.
 package validation
 
 import (
@@ -33,10 +33,11 @@ type scenario struct {
 // that a copy of a validation scenario (another port rate, more flows)
 // that keeps its name is checked alike.
 var checkers = map[string]func(*scenario, *trial) ([]Check, error){
-	"validate-md1":     md1Checks,
-	"validate-dctcp":   dctcpChecks,
-	"validate-phantom": phantomChecks,
-	"validate-delay":   delayChecks,
+	"validate-md1":      md1Checks,
+	"validate-dctcp":    dctcpChecks,
+	"validate-phantom":  phantomChecks,
+	"validate-delay":    delayChecks,
+	"validate-droptail": droptailChecks,
 }
 
 // Scenarios are the validation scenarios, in the order Run runs them.
