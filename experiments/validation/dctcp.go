@@ -26,29 +26,21 @@ import (
 // the LMM's latency as it is: its forwarding floor is under 1 % of a queue
 // held near K.
 func dctcpChecks(sc *scenario, t *trial) ([]Check, error) {
-	n := t.meta.PointSpec.Senders
-	port, err := lmmPort(sc.spec, t.meta.PointSpec.Scheme)
+	lt, err := openLongFlows(sc, t)
 	if err != nil {
 		return nil, err
 	}
-	if port.ECN == nil {
+	if lt.port.ECN == nil {
 		return nil, fmt.Errorf("%s: the scheme's bottleneck port does not mark at a threshold", t.dir)
 	}
-	frame := float64(port.MTU + 14) // a full-size segment as the qdisc counts it
-	k := float64(port.ECN.Threshold) / frame
-	rtt := time.Duration(t.meta.UnloadedRTTNS)
-	bdp := t.meta.BottleneckBPS * rtt.Seconds() / (frame * 8)
-	q, err := t.queue()
-	if err != nil {
-		return nil, err
-	}
+	n, bdp, rtt := lt.n, lt.bdp, lt.rtt
+	k := float64(lt.port.ECN.Threshold) / lt.frame
 	model := time.Duration(DCTCPPeriod(n, bdp, k) * float64(rtt))
-	saw := seeSawtooth(q, frame, t.meta.BottleneckBPS, model)
-	peak, swing := saw.peak, saw.swing
+	saw := seeSawtooth(lt.q, lt.frame, t.meta.BottleneckBPS, model)
 	how := fmt.Sprintf("%s (the model's T_C = %v in unloaded round trips); C·RTT = %.1f packets (RTT %v), K = %.1f",
 		saw, model.Round(100*time.Microsecond), bdp, rtt.Round(time.Microsecond), k)
 	label := fmt.Sprintf("N = %d", n)
-	qmax := judged(Check{Name: "DCTCP queue max, " + label, Unit: "pkts", Theory: DCTCPQueueMax(n, k), Measured: peak, Tolerance: 0.25,
+	qmax := judged(Check{Name: "DCTCP queue max, " + label, Unit: "pkts", Theory: DCTCPQueueMax(n, k), Measured: saw.peak, Tolerance: 0.25,
 		Note: "the median of each period's highest mean; " + how}, t, func(c Check) string {
 		if c.Measured > c.Theory {
 			return "the marker marks late, so the queue overshoots K: its counted queue (arrivals less the departures port_xmit sees) " +
@@ -57,7 +49,7 @@ func dctcpChecks(sc *scenario, t *trial) ([]Check, error) {
 		return "the windows stop short of K + N: the marker marks early (its counted queue above the qdisc's), or the senders' DCTCP " +
 			"(fabric's BPF struct_ops) cuts more than α/2"
 	})
-	amp := judged(Check{Name: "DCTCP amplitude, " + label, Unit: "pkts", Theory: DCTCPAmplitude(n, bdp, k), Measured: swing, Tolerance: 0.25,
+	amp := judged(Check{Name: "DCTCP amplitude, " + label, Unit: "pkts", Theory: DCTCPAmplitude(n, bdp, k), Measured: saw.swing, Tolerance: 0.25,
 		Note: fmt.Sprintf("the median of each period's range, against N·(W* + 1)α/2 (the large-window form ½√(2N(C·RTT + K)) gives %.1f); %s",
 			DCTCPAmplitudeLargeWindows(n, bdp, k), how)}, t, func(c Check) string {
 		if c.Measured < c.Theory {
@@ -67,25 +59,50 @@ func dctcpChecks(sc *scenario, t *trial) ([]Check, error) {
 		return "the windows drop by more than DCTCP's α/2: α's estimate is off (fabric's BPF DCTCP), loss or a timeout halves them, " +
 			"or the senders' bursts swing the queue"
 	})
-	little, err := lmmLittleCheck(t, "Little's law, DCTCP "+label)
+	return withLittle(t, "Little's law, DCTCP "+label, qmax, amp)
+}
+
+// longFlows is what the checks of long flows through the LMM's port read
+// of a trial: the flows, the port, a full-size segment as the qdisc counts
+// it (frame bytes), C·RTT in those frames, and the sampled backlog.
+type longFlows struct {
+	n          int
+	port       tc.Port
+	frame, bdp float64
+	rtt        time.Duration
+	q          []queueSample
+}
+
+func openLongFlows(sc *scenario, t *trial) (*longFlows, error) {
+	port, err := lmmPort(sc.spec, t.meta.PointSpec.Scheme)
 	if err != nil {
 		return nil, err
 	}
-	return []Check{qmax, amp, little}, nil
+	q, err := t.queue()
+	if err != nil {
+		return nil, err
+	}
+	lt := &longFlows{n: t.meta.PointSpec.Senders, port: port, frame: float64(port.MTU + 14), rtt: time.Duration(t.meta.UnloadedRTTNS), q: q}
+	lt.bdp = t.meta.BottleneckBPS * lt.rtt.Seconds() / (lt.frame * 8)
+	return lt, nil
 }
 
-// lmmLittleCheck is Little's law at the LMM's port with W the LMM's mean
-// latency, as it is.
-func lmmLittleCheck(t *trial, name string) (Check, error) {
+// withLittle appends to checks Little's law at the LMM's port, with W the
+// LMM's mean latency as it is.
+func withLittle(t *trial, name string, checks ...Check) ([]Check, error) {
 	pk, err := t.packets()
 	if err != nil {
-		return Check{}, err
+		return nil, err
 	}
 	var lat []float64
 	for _, p := range pk {
 		lat = append(lat, float64(p.Latency())/1e9)
 	}
-	return littleCheck(t, name, mean(lat), "W the LMM's mean latency")
+	little, err := littleCheck(t, name, mean(lat), "W the LMM's mean latency")
+	if err != nil {
+		return nil, err
+	}
+	return append(checks, little), nil
 }
 
 // sawtooth is a queue's sawtooth as the backlog samples show it: the

@@ -2,43 +2,34 @@ package validation
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
-// droptailChecks are validate/droptail's checks of one trial: N long
-// CUBIC flows through one drop-tail port, in steady state, against the
-// sawtooth of synchronised cuts (CubicAmplitude): the queue peaks at the
-// buffer and falls by (1 − β)(B + C·RTT). The sawtooth is seen as
-// dctcpChecks sees DCTCP's: the qdisc's backlog in means over a few frame
-// times, cut into stretches of its own period, medians of their maxima and
-// ranges. These are the packet counts a paper-scale port would hold
-// (the scaling rule keeps bytes); the period is not, as CUBIC's cubic
-// growth runs on the clock, not on round trips. Little's law is checked
-// on the same trial.
+// droptailChecks are validate/droptail's checks of one trial: long CUBIC
+// flows through one drop-tail port, in steady state, against the sawtooth
+// of cuts that reach every flow (CubicAmplitude; with one flow, every cut
+// does): the queue peaks at the buffer and falls by (1 − β)(B + C·RTT).
+// The sawtooth is seen as dctcpChecks sees DCTCP's (seeSawtooth). These
+// are the packet counts a paper-scale port would hold (the scaling rule
+// keeps bytes); the period is not, as CUBIC's cubic growth runs on the
+// clock, not on round trips. Little's law is checked on the same trial.
 func droptailChecks(sc *scenario, t *trial) ([]Check, error) {
-	n := t.meta.PointSpec.Senders
-	port, err := lmmPort(sc.spec, t.meta.PointSpec.Scheme)
+	lt, err := openLongFlows(sc, t)
 	if err != nil {
 		return nil, err
 	}
-	if port.ECN != nil || port.Phantom != nil {
+	if lt.port.ECN != nil || lt.port.Phantom != nil {
 		return nil, fmt.Errorf("%s: the scheme's bottleneck port marks; a drop-tail check wants one that only drops", t.dir)
 	}
-	frame := float64(port.MTU + 14)
-	b := float64(int(float64(port.Buffer.BytesAt(port.MTU)) / frame)) // whole frames fit
-	rtt := time.Duration(t.meta.UnloadedRTTNS)
-	bdp := t.meta.BottleneckBPS * rtt.Seconds() / (frame * 8)
-	q, err := t.queue()
-	if err != nil {
-		return nil, err
-	}
+	n, frame, bdp := lt.n, lt.frame, lt.bdp
+	b := math.Floor(float64(lt.port.Buffer.BytesAt(lt.port.MTU)) / frame) // whole frames fit
 	model := time.Duration(CubicPeriod(n, b, bdp, t.meta.BottleneckBPS/(frame*8)) * 1e9)
-	saw := seeSawtooth(q, frame, t.meta.BottleneckBPS, model)
-	peak, swing := saw.peak, saw.swing
+	saw := seeSawtooth(lt.q, frame, t.meta.BottleneckBPS, model)
 	how := fmt.Sprintf("%s (the model's %v); B = %.0f packets, C·RTT = %.1f (RTT %v)",
-		saw, model.Round(time.Millisecond), b, bdp, rtt.Round(time.Microsecond))
+		saw, model.Round(time.Millisecond), b, bdp, lt.rtt.Round(time.Microsecond))
 	label := fmt.Sprintf("CUBIC N = %d", n)
-	qmax := judged(Check{Name: "drop-tail queue max, " + label, Unit: "pkts", Theory: b, Measured: peak, Tolerance: 0.10,
+	qmax := judged(Check{Name: "drop-tail queue max, " + label, Unit: "pkts", Theory: b, Measured: saw.peak, Tolerance: 0.10,
 		Note: "the median of each period's highest mean, against the buffer; " + how}, t, func(c Check) string {
 		if c.Measured > c.Theory {
 			return "the port holds more than its buffer: the bfifo's byte limit is not the spec's, or it counts frames shorter than a full one"
@@ -46,7 +37,7 @@ func droptailChecks(sc *scenario, t *trial) ([]Check, error) {
 		return "the windows stop short of filling the buffer: something else limits the senders (a receive window, a host's own queue " +
 			"or TCP small queues), or the port drops before it is full"
 	})
-	amp := judged(Check{Name: "CUBIC amplitude, " + label, Unit: "pkts", Theory: CubicAmplitude(b, bdp), Measured: swing, Tolerance: 0.25,
+	amp := judged(Check{Name: "CUBIC amplitude, " + label, Unit: "pkts", Theory: CubicAmplitude(b, bdp), Measured: saw.swing, Tolerance: 0.25,
 		Note: fmt.Sprintf("the median of each period's range, against (1 − β)(B + C·RTT), β = %.1f; a cut reaching one flow of %d moves it by %.1f; %s",
 			CubicBeta, n, CubicAmplitude(b, bdp)/float64(n), how)}, t, func(c Check) string {
 		if c.Measured < c.Theory {
@@ -56,9 +47,5 @@ func droptailChecks(sc *scenario, t *trial) ([]Check, error) {
 		return "the windows fall by more than 1 − β: retransmission timeouts, or several cuts in one recovery as losses spread over " +
 			"round trips"
 	})
-	little, err := lmmLittleCheck(t, "Little's law, "+label)
-	if err != nil {
-		return nil, err
-	}
-	return []Check{qmax, amp, little}, nil
+	return withLittle(t, "Little's law, "+label, qmax, amp)
 }
