@@ -3,6 +3,7 @@ package experiments
 import (
 	"context"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,5 +107,25 @@ func TestAccountSince(t *testing.T) {
 	// three seconds: 126.67 ticks of 10 ms.
 	if math.Abs(machine-(140-20*2.0/3)*1e7) > 1 || process != 90*1e7 || span != 2 {
 		t.Errorf("accountSince = %g ns, %g ns, %g s; want %g, %g, 2", machine, process, span, (140-20*2.0/3)*1e7, 90e7)
+	}
+}
+
+// One round spoilt by a disturbance does not set the profile's lateness:
+// each sleep keeps its median round's figures.
+func TestMedianLatenessIgnoresOneSpoiltRound(t *testing.T) {
+	round := func(p99 ...float64) []cost.Lateness {
+		var r []cost.Lateness
+		for i, v := range p99 {
+			r = append(r, cost.Lateness{SleepUS: float64(50 * (i + 1)), P50US: v / 10, P99US: v})
+		}
+		return r
+	}
+	got := medianLateness([][]cost.Lateness{round(30, 40), round(986, 35), round(45, 900)})
+	want := round(45, 40)
+	if !slices.Equal(got, want) {
+		t.Errorf("medianLateness = %v, want %v", got, want)
+	}
+	if one := round(60, 70); !slices.Equal(medianLateness([][]cost.Lateness{one}), one) {
+		t.Errorf("one round is not its own median")
 	}
 }
