@@ -8,8 +8,11 @@ export CGO_ENABLED := 0
 
 all: build
 
+# -buildvcs=auto stamps the binary with the commit it was built from (and
+# whether the tree was modified), even where GOFLAGS turns stamping off, so
+# a run records the code it ran rather than the checkout it started in.
 build:
-	$(GO) build -o $(BIN) ./cmd/fabric
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/fabric
 
 # Unprivileged unit tests only.
 test-short:
