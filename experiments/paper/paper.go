@@ -190,6 +190,10 @@ type SlowdownRow struct {
 	Paper    float64 // the paper's measured 10 MB FCT slowdown of PQ950 (Table 4 text)
 	Theory   float64 // (1-ρ)/(γ-ρ), γ = 0.95 less 8% for DCTCP's rate fluctuation
 	Measured float64 // PQ 10 MB FCT / best 10 MB FCT at this load; NaN if unmeasured
+	// Carried is the load the run's port carried at this row (NaN: not
+	// known) and CarriedTheory eq. 3 at it: the theory for the load the
+	// trials drew rather than the one they asked for.
+	Carried, CarriedTheory float64
 }
 
 // HULL §6.2: "with the PQ, the average 10MB FCT is 17% longer at 20% load,
@@ -213,6 +217,9 @@ type CompRow struct {
 	// (only the schemes measured in this row are compared).
 	Pass     bool
 	Compared int // schemes that had a measurement
+	// Carried is the load the run's port carried at this row's load, the
+	// mean over its schemes (NaN: the row has no load, or none known).
+	Carried float64
 }
 
 // Compare matches report rows against the published table id; scale is the
@@ -229,7 +236,7 @@ func Compare(id string, rows []report.Row, scale float64) (*Comparison, error) {
 		}
 	}
 	for _, r := range t.Rows {
-		cr := CompRow{Row: r}
+		cr := CompRow{Row: r, Carried: carriedAt(rows, r.Load)}
 		for _, s := range t.Schemes {
 			cr.Measured = append(cr.Measured, t.measured(rows, r, s))
 		}
@@ -263,9 +270,35 @@ func slowdowns(rows []report.Row) []SlowdownRow {
 		if !seen {
 			continue
 		}
-		out = append(out, SlowdownRow{Load: load, Paper: pqSlowdown[load], Theory: Slowdown(load, effectiveGamma), Measured: pq / best})
+		carried := carriedAt(rows, load)
+		out = append(out, SlowdownRow{Load: load, Paper: pqSlowdown[load], Theory: Slowdown(load, effectiveGamma), Measured: pq / best,
+			Carried: carried, CarriedTheory: Slowdown(carried, effectiveGamma)})
 	}
 	return out
+}
+
+// carriedAt is the mean over the report rows at load of the load their
+// port carried; NaN when load is 0 or no row knows it.
+func carriedAt(rows []report.Row, load float64) float64 {
+	sum, n := 0.0, 0
+	for _, r := range rows {
+		if load > 0 && math.Abs(r.Load-load) < 1e-9 && r.Carried > 0 { // NaN or 0: not known
+			sum += r.Carried
+			n++
+		}
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	return sum / float64(n)
+}
+
+// pct renders a fraction as a whole percentage, or "–".
+func pct(v float64) string {
+	if math.IsNaN(v) {
+		return "–"
+	}
+	return strconv.FormatFloat(v*100, 'f', 0, 64) + "%"
 }
 
 // sameOrder reports whether the measured values (ignoring NaN) are ordered
@@ -370,6 +403,9 @@ func (c *Comparison) Markdown() string {
 		intro = fmt.Sprintf("Source: %s. Metric: %s. Cells are paper / fabric, fabric's in the paper's units (each trial's times divided "+
 			"by the s it ran at); the ratio is to %s in the same row.", t.Source, t.Metric, t.Baseline)
 	}
+	if c.carried() {
+		intro += " " + carriedNote
+	}
 	var orders []string
 	for _, r := range c.Rows {
 		orders = append(orders, fmt.Sprintf("%s: paper %s; fabric %s", r.Label, order(t.Labels, r.Values), order(t.Labels, r.Measured)))
@@ -378,24 +414,38 @@ func (c *Comparison) Markdown() string {
 	blocks := []string{title, intro, c.sideBySide(s).Markdown(), "Ordering per row (lowest first):", report.List(orders),
 		fmt.Sprintf("Ordering agrees in %d of %d rows.", p, n)}
 	if len(c.Slowdown) > 0 {
-		slow := report.Table{Header: []string{"load", "paper", "eq. 3", "fabric"}, Right: []bool{false, true, true, true}}
+		slow := report.Table{Header: []string{"load", "paper", "eq. 3", "fabric", "carried", "eq. 3 at carried"},
+			Right: []bool{false, true, true, true, true, true}}
 		for _, r := range c.Slowdown {
 			slow.Rows = append(slow.Rows, []string{fmt.Sprintf("%g%%", r.Load*100), fmt.Sprintf("%.2f", r.Paper),
-				fmt.Sprintf("%.2f", r.Theory), ratio(r.Measured, 1)})
+				fmt.Sprintf("%.2f", r.Theory), ratio(r.Measured, 1), pct(r.Carried), ratio(r.CarriedTheory, 1)})
 		}
 		blocks = append(blocks, report.Heading(3, "10 MB FCT slowdown of DCTCP-PQ950-Pacer (HULL eq. 3, Fig. 10)"),
 			"PQ's average 10 MB FCT over the best scheme's at the same load. Theory: (1−ρ)/(γ−ρ) with γ = 0.95 less 8% "+
-				"for DCTCP's rate fluctuation, as in Fig. 10.", slow.Markdown())
+				"for DCTCP's rate fluctuation, as in Fig. 10, at the load asked for and at the load the port carried.", slow.Markdown())
 	}
 	return report.Blocks(blocks...)
 }
 
+// carriedNote says what the carried column is.
+const carriedNote = "The carried column is the share of the port's rate that its traffic carried, the mean over the row's trials: " +
+	"the load the row measured at. Open-loop arrivals of a few large messages carry a load that varies from trial to trial; " +
+	"compare a row with the paper's at the load it carried."
+
+// carried says whether any row knows the load its port carried.
+func (c *Comparison) carried() bool {
+	return slices.ContainsFunc(c.Rows, func(r CompRow) bool { return !math.IsNaN(r.Carried) })
+}
+
 // sideBySide is the table of paper and fabric values, fabric's divided
-// by the time-scale factor s.
+// by the time-scale factor s, with the load each row carried when known.
 func (c *Comparison) sideBySide(s float64) report.Table {
 	t := c.Table
 	base := slices.Index(t.Schemes, t.Baseline)
 	tab := report.Table{Header: []string{"row"}, Right: []bool{false}}
+	if c.carried() {
+		tab.Header, tab.Right = append(tab.Header, "carried"), append(tab.Right, true)
+	}
 	for _, l := range t.Labels {
 		tab.Header = append(tab.Header, l+" paper / fabric", "ratio paper / fabric")
 		tab.Right = append(tab.Right, true, true)
@@ -403,6 +453,9 @@ func (c *Comparison) sideBySide(s float64) report.Table {
 	tab.Header = append(tab.Header, "ordering")
 	for _, r := range c.Rows {
 		row := []string{r.Label}
+		if c.carried() {
+			row = append(row, pct(r.Carried))
+		}
 		for i := range t.Schemes {
 			raw := " (" + num(r.Measured[i]) + ")"
 			if c.PaperUnits {

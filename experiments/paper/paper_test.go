@@ -116,3 +116,43 @@ func TestTable5Rows(t *testing.T) {
 		t.Errorf("1KB row: %+v", r)
 	}
 }
+
+// Table 4's comparison states the load each row's port carried, the mean
+// over its schemes, and eq. 3 at it beside eq. 3 at the load asked for.
+func TestTable4StatesTheCarriedLoad(t *testing.T) {
+	in := rows(0.6, map[string]float64{"tcp-droptail": 600, "dctcp-30k": 90, "dctcp-6k-pacer": 19, "dctcp-pq950-pacer": 5})
+	for i := range in {
+		in[i].Carried = 0.49 + 0.01*float64(i%3) // 0.49, 0.50, 0.51, 0.49: mean 0.4975
+		in[i].FCT10MBAvg = 100
+		if in[i].Scheme == "dctcp-pq950-pacer" {
+			in[i].FCT10MBAvg = 140
+		}
+	}
+	var sum float64
+	for _, r := range in {
+		sum += r.Carried
+	}
+	want := sum / float64(len(in))
+	cmp, err := Compare("hull-table4", in, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cmp.Rows[0].Carried; math.Abs(got-want) > 1e-12 {
+		t.Errorf("row carried %.4f, want the schemes' mean %.4f", got, want)
+	}
+	sd := cmp.Slowdown[0]
+	if math.Abs(sd.Carried-want) > 1e-12 || math.Abs(sd.CarriedTheory-Slowdown(want, effectiveGamma)) > 1e-12 || sd.CarriedTheory >= sd.Theory {
+		t.Errorf("slowdown row %+v: want eq. 3 at the carried %.4f, below eq. 3 at 0.6", sd, want)
+	}
+	md := cmp.Markdown()
+	if !strings.Contains(md, "| 60% | 50% | 720 / 600 (600) |") || !strings.Contains(md, "| 60% | 1.55 | 1.46 | 1.40 | 50% | 1.33 |") {
+		t.Errorf("markdown lacks the carried load in the side-by-side or the slowdown table:\n%s", md)
+	}
+	unknown, err := Compare("hull-table4", rows(0.6, map[string]float64{"tcp-droptail": 600, "dctcp-30k": 90}), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md := unknown.Markdown(); strings.Contains(md, "carried") {
+		t.Errorf("a run that knows no carried load shows the column:\n%s", md)
+	}
+}

@@ -136,15 +136,37 @@ func (f Fidelity) Faithful() bool {
 // flows stop with the port and keep its queue, so their ports are not
 // counted (their harm shows as late lines or saturation).
 func (f Fidelity) StealHarm() (share, load float64) {
-	for _, p := range f.Ports {
-		if p.ExpectedBPS > 0 && p.ExpectedBPS < p.ConfiguredBPS {
-			load = max(load, p.ExpectedBPS/p.ConfiguredBPS)
-		}
-	}
-	if load == 0 {
+	p, ok := f.openLoopPort()
+	if !ok {
 		return 0, 0
 	}
+	load = p.ExpectedBPS / p.ConfiguredBPS
 	return f.CPUStealPct / 100 / (1 - load), load
+}
+
+// CarriedLoad is the share of its rate that the busiest watched port fed
+// open-loop carried (false when there is none): the load a trial measured
+// at, which a short trial's draw of large messages can put well off the
+// load it asked for.
+func (f Fidelity) CarriedLoad() (float64, bool) {
+	p, ok := f.openLoopPort()
+	if !ok || p.AchievedBPS <= 0 {
+		return 0, false
+	}
+	return p.AchievedBPS / p.ConfiguredBPS, true
+}
+
+// openLoopPort is the watched port fed open-loop (0 < ExpectedBPS <
+// ConfiguredBPS) with the highest expected load.
+func (f Fidelity) openLoopPort() (PortRate, bool) {
+	var best PortRate
+	for _, p := range f.Ports {
+		if p.ExpectedBPS > 0 && p.ExpectedBPS < p.ConfiguredBPS &&
+			(best.ConfiguredBPS == 0 || p.ExpectedBPS/p.ConfiguredBPS > best.ExpectedBPS/best.ConfiguredBPS) {
+			best = p
+		}
+	}
+	return best, best.ConfiguredBPS > 0
 }
 
 // Stolen says the steal perturbed more of an open-loop port's traffic than

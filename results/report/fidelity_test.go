@@ -2,6 +2,7 @@ package report
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,5 +107,31 @@ func TestStealJudgedByTheOpenLoopPortsLoad(t *testing.T) {
 	two := Fidelity{CPUStealPct: 3.9, Ports: append(port(0.3), port(0.9)...)}
 	if share, load := two.StealHarm(); load < 0.8999 || load > 0.9001 || share < 0.38 || share > 0.40 {
 		t.Errorf("two ports: harm %.3f at load %.2f, want 0.39 at 0.9", share, load)
+	}
+}
+
+// A trial's carried load is what the busiest open-loop port carried of its
+// rate, whatever it was asked to: closed-loop ports and idle ones say
+// nothing of the trial's load.
+func TestCarriedLoadIsTheBusiestOpenLoopPorts(t *testing.T) {
+	at := func(port string, expected, achieved float64) PortRate {
+		return PortRate{Port: port, ConfiguredBPS: 50e6, ExpectedBPS: expected * 50e6, AchievedBPS: achieved * 50e6}
+	}
+	for _, c := range []struct {
+		name  string
+		ports []PortRate
+		want  float64
+		ok    bool
+	}{
+		{"a 60 % point whose draw carried 50 %", []PortRate{at("s0:eth0", 0.6, 0.5)}, 0.5, true},
+		{"the busiest of two", []PortRate{at("s0:eth1", 0.2, 0.25), at("s0:eth0", 0.6, 0.45)}, 0.45, true},
+		{"long-lived flows", []PortRate{at("s0:eth0", 1, 0.97)}, 0, false},
+		{"an open-loop port that carried nothing", []PortRate{at("s0:eth0", 0.4, 0)}, 0, false},
+		{"no port watched", nil, 0, false},
+	} {
+		got, ok := Fidelity{Ports: c.ports}.CarriedLoad()
+		if ok != c.ok || math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("%s: carried %.3f (%v), want %.3f (%v)", c.name, got, ok, c.want, c.ok)
+		}
 	}
 }

@@ -14,10 +14,13 @@ import (
 // Row is one scheme at one set of sweep values: each cell is the mean over
 // the row's trials of that trial's statistic (NaN: not measured).
 type Row struct {
-	Scheme  string   // the scheme (for runs that did not record it, the point's label)
-	Keys    []string // the sweep values, in Report.Keys order
-	Sweep   []SweepValue
-	Load    float64 // offered load, 0 when none
+	Scheme string   // the scheme (for runs that did not record it, the point's label)
+	Keys   []string // the sweep values, in Report.Keys order
+	Sweep  []SweepValue
+	Load   float64 // offered load, 0 when none
+	// Carried is the load the busiest open-loop port carried
+	// (Fidelity.CarriedLoad), the mean over the trials; NaN when none.
+	Carried float64
 	Trials  int
 	Unfaith int // trials flagged unfaithful
 
@@ -243,6 +246,7 @@ func aggregate(trials []*TrialSummary, keys []string) []Row {
 		all := func(t *TrialSummary) *stats.Summary { return t.SlowdownAll }
 		short := func(t *TrialSummary) *stats.Summary { return t.ShortHalf }
 		r.LatAvg, r.LatP90, r.LatP99 = stat(lat, mean), stat(lat, p90), stat(lat, p99)
+		r.Carried = meanOf(g.trials, func(t *TrialSummary) (float64, bool) { return t.Fidelity.CarriedLoad() })
 		probe := func(t *TrialSummary) *stats.Summary { return t.ProbeLatencyUS }
 		r.ProbeAvg, r.ProbeP99 = stat(probe, mean), stat(probe, p99)
 		r.FCT1KBAvg, r.FCT1KBP99 = stat(k1, mean), stat(k1, p99)
