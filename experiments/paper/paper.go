@@ -443,7 +443,8 @@ func (c *Comparison) sideBySide(s float64) report.Table {
 	t := c.Table
 	base := slices.Index(t.Schemes, t.Baseline)
 	tab := report.Table{Header: []string{"row"}, Right: []bool{false}}
-	if c.carried() {
+	carried := c.carried()
+	if carried {
 		tab.Header, tab.Right = append(tab.Header, "carried"), append(tab.Right, true)
 	}
 	for _, l := range t.Labels {
@@ -453,7 +454,7 @@ func (c *Comparison) sideBySide(s float64) report.Table {
 	tab.Header = append(tab.Header, "ordering")
 	for _, r := range c.Rows {
 		row := []string{r.Label}
-		if c.carried() {
+		if carried {
 			row = append(row, pct(r.Carried))
 		}
 		for i := range t.Schemes {
