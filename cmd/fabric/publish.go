@@ -21,7 +21,7 @@ func publishCmd() *cobra.Command {
 		Long: fmt.Sprintf(`Copy the run directory's light files (run.json, summary.csv, report.md, every
 trial's meta.json and fidelity records, CSV and JSON lines files, the
 figures as PNG; each at most %d bytes, the larger ones named on the page;
-never pcaps, logs, SVGs or set-aside runs) into DOCS/results/NAME/<run>/,
+never pcaps, logs, SVGs, the hosts' schedules or set-aside runs) into DOCS/results/NAME/<run>/,
 then rewrite DOCS/results/NAME.md from every run published under NAME:
 the commit, date, machine and steal of each, its figures and its report.`, publish.MaxFileSize),
 		Example: `  fabric publish runs/hull-table1/20261129T041307Z hull-table1`,

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // Message is one line of a schedule: Src sends Size bytes to Dst at
@@ -33,6 +34,13 @@ type Message struct {
 
 // ScheduleFileName is the schedule of one host in a trial directory.
 func ScheduleFileName(host string) string { return "schedule-" + host + ".jsonl" }
+
+// IsScheduleFile says whether name is a host's schedule (ScheduleFileName).
+func IsScheduleFile(name string) bool {
+	host, ok := strings.CutPrefix(name, "schedule-")
+	host, ok2 := strings.CutSuffix(host, ".jsonl")
+	return ok && ok2 && host != ""
+}
 
 // WriteSchedule writes msgs as JSON lines.
 func WriteSchedule(w io.Writer, msgs []Message) error {

@@ -6,8 +6,9 @@
 //
 // Light files are JSON, JSON lines, CSV, markdown and PNG files of at most
 // MaxFileSize each (the records a page reads, whatever their size), and
-// trials' COMPLETE markers; set-aside runs, logs,
-// pcaps and SVGs are never copied. A light file over the limit (such as
+// trials' COMPLETE markers; set-aside runs, logs, pcaps, SVGs and the
+// hosts' schedules (the experiment file and run.json's seed give them
+// back) are never copied. A light file over the limit (such as
 // an LMM's per-packet CSV) is left out and named on the page.
 package publish
 
@@ -24,6 +25,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fabric-emu/fabric/hosts/transport"
 	"github.com/fabric-emu/fabric/internal/machine"
 	"github.com/fabric-emu/fabric/results/report"
 )
@@ -145,7 +147,7 @@ func copyLight(src, dst string) (copied int, leftOut []report.LeftOut, err error
 			}
 			return nil
 		}
-		if !light(d.Name()) || !d.Type().IsRegular() {
+		if !light(d.Name()) || transport.IsScheduleFile(d.Name()) || !d.Type().IsRegular() {
 			return nil
 		}
 		info, err := d.Info()

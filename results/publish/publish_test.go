@@ -27,6 +27,7 @@ func syntheticRun(t *testing.T) string {
 		"fifo/trial-1/meta.json":             `{"scheme": "fifo", "fidelity": {"cpu_steal_pct": 0.5}}`,
 		"fifo/trial-1/fidelity.json":         `{}`,
 		"fifo/trial-1/records-h0.jsonl":      "{}\n",
+		"fifo/trial-1/schedule-h0.jsonl":     "{}\n",
 		"fifo/trial-1/COMPLETE":              "ok\n",
 		"fifo/trial-1/lmm/s0.summary.json":   `{}`,
 		"fifo/trial-1/captures/s0.pcap":      "pcap",
