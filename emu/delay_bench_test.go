@@ -64,8 +64,8 @@ func measureRate(b *testing.B, lab *emu.Lab, kpps float64) {
 	defer sink.Close()
 	w := lab.DelayLoop()
 	before, _ := w.Stats()
-	cpu0, _ := w.LoopCPU()
-	verdict0, machine0 := w.VerdictTime(), testenv.ReadCPU(b)
+	use0, _ := w.Use()
+	machine0 := testenv.ReadCPU(b)
 	const size = 64
 	sent, err := tctest.SendUDP(context.Background(), lab, tctest.UDPStream{From: "h0",
 		To: netip.AddrPortFrom(lab.Host("h1").Addr(), 9200), Rate: kpps * 1e3 * size * 8, Size: size, Duration: 2 * time.Second})
@@ -74,7 +74,7 @@ func measureRate(b *testing.B, lab *emu.Lab, kpps float64) {
 	}
 	time.Sleep(20 * time.Millisecond)
 	after, _ := w.Stats()
-	cpu1, _ := w.LoopCPU()
+	use1, _ := w.Use()
 	machine, _ := testenv.ReadCPU(b).Since(machine0)
 	if err := w.Err(); err != nil {
 		b.Fatalf("%g kpps: the delay loop stopped: %v", kpps, err)
@@ -82,10 +82,11 @@ func measureRate(b *testing.B, lab *emu.Lab, kpps float64) {
 	d := after.Since(before)
 	got := len(sink.Received())
 	n := float64(max(d.Released(), 1))
-	cpuPerPkt := float64((cpu1 - cpu0).Nanoseconds()) / n / 1e3
-	verdictPerPkt := float64((w.VerdictTime() - verdict0).Nanoseconds()) / n / 1e3
-	b.Logf("%3.0f kpps offered: %6d sent, %6d received (%.1f kpps), lateness p50 %v p99 %v max %v, unasked drops %d, loop CPU %.2f µs/packet of which %.2f in verdicts (forwarding), out of real time %v; steal %.1f %%",
-		kpps, sent, got, float64(got)/2/1e3, d.Lateness(0.5), d.Lateness(0.99), d.MaxLateness(), d.Totals().Overflow, cpuPerPkt, verdictPerPkt, d.Demoted, machine.StealPct)
+	use := use1.Since(use0)
+	cpuPerPkt := float64(use.CPU.Nanoseconds()) / n / 1e3
+	verdictPerPkt := float64(use.Verdict.Nanoseconds()) / n / 1e3
+	b.Logf("%3.0f kpps offered: %6d sent, %6d received (%.1f kpps), lateness p50 %v p99 %v max %v, unasked drops %d, loop CPU %.2f µs/packet of which %.2f in verdicts (forwarding), %.2f turns/packet, out of real time %v; steal %.1f %%",
+		kpps, sent, got, float64(got)/2/1e3, d.Lateness(0.5), d.Lateness(0.99), d.MaxLateness(), d.Totals().Overflow, cpuPerPkt, verdictPerPkt, float64(use.Turns)/n, d.Demoted, machine.StealPct)
 	tag := fmt.Sprintf("%gkpps", kpps)
 	b.ReportMetric(float64(got)/2/1e3, "kpps-received@"+tag)
 	b.ReportMetric(float64(d.Lateness(0.99).Microseconds()), "µs-p99-late@"+tag)

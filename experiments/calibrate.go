@@ -309,11 +309,9 @@ func (m *labMeasure) stream(ctx context.Context, from, to string, pps float64, b
 	defer s.close()
 	var u phaseUse
 	w := m.lab.DelayLoop()
-	var loop0, verd0 time.Duration
-	var turns0 uint64
+	var use0 delay.Use
 	if w != nil {
-		loop0, _ = w.LoopCPU()
-		verd0, turns0 = w.VerdictTime(), w.Turns()
+		use0, _ = w.Use()
 	}
 	before := readUse()
 	u.packets = s.send(ctx, pps, burst, m.c.phase)
@@ -327,8 +325,9 @@ func (m *labMeasure) stream(ctx context.Context, from, to string, pps float64, b
 	u.busyNS, _ = after.since(before)
 	u.selfNS = after.selfSince(before)
 	if w != nil {
-		loop1, _ := w.LoopCPU()
-		u.loopNS, u.verdNS, u.turns = float64(loop1-loop0), float64(w.VerdictTime()-verd0), w.Turns()-turns0
+		use1, _ := w.Use()
+		d := use1.Since(use0)
+		u.loopNS, u.verdNS, u.turns = float64(d.CPU), float64(d.Verdict), d.Turns
 	}
 	m.c.opts.Log.Debug("calibrate: stream", "from", from, "to", to, "pps", pps, "burst", burst, "packets", u.packets, "received", s.received.Load(),
 		"busy_ms", u.busyNS/1e6, "loop_ms", u.loopNS/1e6, "verdict_ms", u.verdNS/1e6, "turns", u.turns)
@@ -423,12 +422,16 @@ func (m *labMeasure) pacers(ctx context.Context, out *cost.Costs) error {
 		}
 		return n
 	}
-	t0 := turns()
+	t0, loop0 := turns(), cpustat.LoopTimes()[cpustat.Pacers]
 	before = readUse()
 	time.Sleep(d)
 	busy := readUse().selfSince(before)
 	n := turns() - t0
-	out.PacerTurnUS = max(busy-rest, 0) / float64(max(n, 1)) / 1e3
+	// The process's time less its time at rest is the machine's whole cost
+	// of the turns, but the difference of two noisy totals can come out
+	// below the loop thread's own time, which a turn costs at least.
+	loop := (cpustat.LoopTimes()[cpustat.Pacers] - loop0) * 1e9 / cpustat.TicksPerSecond
+	out.PacerTurnUS = max(busy-rest, loop) / float64(max(n, 1)) / 1e3
 	return nil
 }
 

@@ -15,9 +15,9 @@ import (
 )
 
 // A short calibration measures the lab's costs and leaves nothing behind.
-// The delay loop's figures come from its thread's exact CPU time and
-// cannot be zero once it has carried packets, nor can a hop's (it has a
-// floor) or a node's build; the timer's p99 cannot be below its p50. (A
+// The delay loop's and the pacers' figures come from their threads' exact
+// CPU time and cannot be zero once they have carried packets or turned,
+// nor can a hop's (it has a floor) or a node's build; the timer's p99 cannot be below its p50. (A
 // capture's loop is counted in 10 ms ticks, which a short phase's
 // thousands of packets need not reach.)
 func TestShortCalibration(t *testing.T) {
@@ -33,7 +33,7 @@ func TestShortCalibration(t *testing.T) {
 	c := p.Costs
 	t.Logf("short calibration in %v: hop %.2f µs, delay line %.2f µs a packet (loop %.2f, verdict %.2f), wake-up %.2f µs, capture %.2f µs, pacer turn %.2f µs, rest %.2f %%, node %.3f s",
 		time.Since(t0).Round(time.Millisecond), c.HopUS, c.DelayPacketUS, c.LoopPacketUS, c.VerdictUS, c.DelayWakeUS, c.CaptureUS, c.PacerTurnUS, c.RestPct, c.Trial.NodeS)
-	if !(c.HopUS > 0 && c.LoopPacketCost() > 0 && c.VerdictUS > 0 && c.DelayPacketUS >= c.LoopPacketUS+c.VerdictUS && c.CaptureUS >= 0 && c.Trial.NodeS > 0) {
+	if !(c.HopUS > 0 && c.LoopPacketCost() > 0 && c.VerdictUS > 0 && c.PacerTurnUS > 0 && c.DelayPacketUS >= c.LoopPacketUS+c.VerdictUS && c.CaptureUS >= 0 && c.Trial.NodeS > 0) {
 		t.Errorf("a cost the lab must have is zero: %+v", c)
 	}
 	if len(c.Lateness) != 4 {

@@ -191,7 +191,7 @@ func writeCPUCSV(path string, samples []cpuSample) error {
 const machineSpin = 500 * time.Millisecond
 
 // delayFidelity judges the lines' counters over the traffic phase.
-func delayFidelity(lines []delay.Line, before, after delay.Stats, cpu time.Duration, machine *delay.MachineTiming, loopSteal float64) *report.DelayFidelity {
+func delayFidelity(lines []delay.Line, before, after delay.Stats, use delay.Use, machine *delay.MachineTiming, loopSteal float64) *report.DelayFidelity {
 	d := after.Since(before)
 	t := d.Totals()
 	shortest, frame, frameRate := time.Duration(1<<63-1), time.Duration(0), 0.0
@@ -216,8 +216,10 @@ func delayFidelity(lines []delay.Line, before, after delay.Stats, cpu time.Durat
 	if d.Realtime {
 		f.LoopClass = "realtime"
 	}
-	if n := d.Released(); n > 0 {
-		f.LoopCPUPerPacketUS = us(cpu) / float64(n)
+	if n := float64(d.Released()); n > 0 {
+		f.LoopCPUPerPacketUS = us(use.CPU) / n
+		f.VerdictUSPerPacket = us(use.Verdict) / n
+		f.TurnsPerPacket = float64(use.Turns) / n
 	}
 	return f
 }

@@ -84,7 +84,7 @@ func TestAdviceNamesStealOnTheLinesCPU(t *testing.T) {
 func TestAdviceNamesTheLoopsClass(t *testing.T) {
 	before := delay.Stats{}
 	after := delay.Stats{Realtime: true, Demoted: 1500 * time.Millisecond}
-	d := delayFidelity(nil, before, after, 0, nil, -1)
+	d := delayFidelity(nil, before, after, delay.Use{}, nil, -1)
 	if d.LoopClass != "realtime" || d.DemotedMS != 1500 {
 		t.Fatalf("class %q, demoted %v ms; want realtime, 1500", d.LoopClass, d.DemotedMS)
 	}
@@ -92,7 +92,7 @@ func TestAdviceNamesTheLoopsClass(t *testing.T) {
 	if a := advice(&report.Fidelity{DelayLines: d}, &Spec{}); !strings.Contains(a, "left real-time priority for 1500 ms") || strings.Contains(a, "CAP_SYS_NICE") {
 		t.Errorf("advice: %s", a)
 	}
-	d = delayFidelity(nil, before, delay.Stats{}, 0, nil, -1)
+	d = delayFidelity(nil, before, delay.Stats{}, delay.Use{}, nil, -1)
 	d.Late = true
 	if a := advice(&report.Fidelity{DelayLines: d}, &Spec{}); !strings.Contains(a, "CAP_SYS_NICE") || strings.Contains(a, "left real-time") {
 		t.Errorf("advice: %s", a)

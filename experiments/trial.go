@@ -323,11 +323,11 @@ func (t *trial) runTraffic(ctx context.Context) (*trafficResult, error) {
 	ndpBefore := readNDP(ctx, trimming)
 	wire := t.lab.DelayLoop()
 	var wireBefore delay.Stats
-	var wireCPU time.Duration
+	var use0 delay.Use
 	var stat0 cpustat.Stat
 	if wire != nil {
 		wireBefore, _ = wire.Stats()
-		wireCPU, _ = wire.LoopCPU()
+		use0, _ = wire.Use()
 		stat0, _ = cpustat.ReadStat()
 	}
 	backlog0, backlogErr := snmp.BacklogDrops()
@@ -353,9 +353,9 @@ func (t *trial) runTraffic(ctx context.Context) (*trafficResult, error) {
 		if err != nil {
 			return nil, fmt.Errorf("delay lines: %w", err)
 		}
-		cpu1, _ := wire.LoopCPU()
+		use1, _ := wire.Use()
 		stat1, _ := cpustat.ReadStat()
-		res.delay = delayFidelity(t.lab.Graph.Lines(), wireBefore, after, cpu1-wireCPU, t.runner.machine, loopCPUSteal(stat0, stat1))
+		res.delay = delayFidelity(t.lab.Graph.Lines(), wireBefore, after, use1.Since(use0), t.runner.machine, loopCPUSteal(stat0, stat1))
 		if err := wire.Err(); err != nil {
 			return nil, fmt.Errorf("delay lines: %w", err)
 		}

@@ -239,6 +239,25 @@ func (w *Loop) Turns() uint64 {
 	return r.N
 }
 
+// Use is what the loop's thread has used: its CPU, the part of it spent in
+// verdicts (the kernel forwarding the released packets on, in the
+// thread's own system calls) and its turns, each a wake-up.
+type Use struct {
+	CPU, Verdict time.Duration
+	Turns        uint64
+}
+
+// Use reads the loop's use since it started.
+func (w *Loop) Use() (Use, error) {
+	cpu, err := w.LoopCPU()
+	return Use{CPU: cpu, Verdict: w.VerdictTime(), Turns: w.Turns()}, err
+}
+
+// Since is what the loop used between an earlier reading and u.
+func (u Use) Since(before Use) Use {
+	return Use{CPU: u.CPU - before.CPU, Verdict: u.Verdict - before.Verdict, Turns: u.Turns - before.Turns}
+}
+
 // Margin is how early the loop wakes before a release (measured at start,
 // then tracked, see nextMargin).
 func (w *Loop) Margin() time.Duration {

@@ -65,6 +65,9 @@ func TestLinesRunInAChildOfTheirOwn(t *testing.T) {
 	if whole := cpustat.LoopTimes()[cpustat.DelayLines] / cpustat.TicksPerSecond; whole <= 0 || whole < loop.Seconds() {
 		t.Errorf("delay lines' account %.6f s, less than their loop's thread alone, %.6f s", whole, loop.Seconds())
 	}
+	if u, err := w.Use(); err != nil || u.CPU < loop || u.Verdict > u.CPU {
+		t.Errorf("the loop's use %+v (%v): want at least its CPU read before, %v, and verdicts within it", u, err, loop)
+	}
 	if _, err := w.Stats(); err != nil {
 		t.Fatal(err)
 	}
