@@ -141,9 +141,9 @@ const calPhase = 1500 * time.Millisecond
 // The streams' rates: calPPS full-size UDP packets a second in bursts of
 // calBurst, whose packets come tens of µs apart, or calSpreadPPS one by
 // one, far enough apart that each wakes the delay loop (and the CPU the
-// released packet is steered to) from idle (cost.DelayIdleGap), and
-// further apart than the line's batching window (delay.BatchTolerance of
-// calDelay, 100 µs), so that each is a release of its own.
+// released packet is steered to) from idle, and further apart than the
+// line's batching window (delay.BatchTolerance of calDelay, 100 µs), so
+// that each is a turn of its own.
 const (
 	calPPS       = 20000
 	calBurst     = 20
@@ -336,10 +336,10 @@ func (m *labMeasure) stream(ctx context.Context, from, to string, pps float64, b
 
 // delayLine measures the delay line's costs from the same line's packets
 // close together (bursts) and far apart: the loop's time less its
-// verdicts' is a·packets + b·wake-ups (cost.DelayWakes counts the
-// wake-ups), and so is the machine's extra time over the same streams
-// without the line, which has the kernel's queueing and the wake-ups of
-// the CPU the released packets are steered to besides.
+// verdicts' is a·packets + b·turns (the loop counts its turns), and so is
+// the machine's extra time over the same streams without the line, which
+// has the kernel's queueing and the wake-ups of the CPU the released
+// packets are steered to besides.
 func (m *labMeasure) delayLine(ctx context.Context, plain phaseUse, out *cost.Costs) error {
 	burst, err := m.stream(ctx, "c0", "c1", calPPS, calBurst, nil)
 	if err != nil {
@@ -353,17 +353,17 @@ func (m *labMeasure) delayLine(ctx context.Context, plain phaseUse, out *cost.Co
 	if err != nil {
 		return err
 	}
-	wakes := func(u phaseUse) float64 { return cost.DelayWakes(float64(u.packets), m.c.phase) }
-	a, b := solve2(float64(burst.packets), wakes(burst), burst.loopNS-burst.verdNS,
-		float64(spread.packets), wakes(spread), spread.loopNS-spread.verdNS)
-	out.LoopPacketUS, out.LoopWakeUS = a/1e3, b/1e3
+	turns := func(u phaseUse) float64 { return float64(u.turns) }
+	a, b := solve2(float64(burst.packets), turns(burst), burst.loopNS-burst.verdNS,
+		float64(spread.packets), turns(spread), spread.loopNS-spread.verdNS)
+	out.LoopPacketUS, out.LoopTurnUS = a/1e3, b/1e3
 	out.VerdictUS = (burst.verdNS + spread.verdNS) / float64(max(burst.packets+spread.packets, 1)) / 1e3
 	extra := func(with, without phaseUse) float64 {
 		return with.busyNS - without.busyNS*float64(with.packets)/float64(max(without.packets, 1))
 	}
-	a, b = solve2(float64(burst.packets), wakes(burst), extra(burst, plain), float64(spread.packets), wakes(spread), extra(spread, plainSpread))
+	a, b = solve2(float64(burst.packets), turns(burst), extra(burst, plain), float64(spread.packets), turns(spread), extra(spread, plainSpread))
 	out.DelayPacketUS = max(a/1e3, out.LoopPacketUS+out.VerdictUS)
-	out.DelayWakeUS = max(b/1e3, out.LoopWakeUS)
+	out.DelayTurnUS = max(b/1e3, out.LoopTurnUS)
 	return nil
 }
 

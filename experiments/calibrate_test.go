@@ -32,7 +32,7 @@ func TestShortCalibration(t *testing.T) {
 	}
 	c := p.Costs
 	t.Logf("short calibration in %v: hop %.2f µs, delay line %.2f µs a packet (loop %.2f, verdict %.2f), wake-up %.2f µs, capture %.2f µs, pacer turn %.2f µs, rest %.2f %%, node %.3f s",
-		time.Since(t0).Round(time.Millisecond), c.HopUS, c.DelayPacketUS, c.LoopPacketUS, c.VerdictUS, c.DelayWakeUS, c.CaptureUS, c.PacerTurnUS, c.RestPct, c.Trial.NodeS)
+		time.Since(t0).Round(time.Millisecond), c.HopUS, c.DelayPacketUS, c.LoopPacketUS, c.VerdictUS, c.DelayTurnUS, c.CaptureUS, c.PacerTurnUS, c.RestPct, c.Trial.NodeS)
 	if !(c.HopUS > 0 && c.LoopPacketCost() > 0 && c.VerdictUS > 0 && c.PacerTurnUS > 0 && c.DelayPacketUS >= c.LoopPacketUS+c.VerdictUS && c.CaptureUS >= 0 && c.Trial.NodeS > 0) {
 		t.Errorf("a cost the lab must have is zero: %+v", c)
 	}

@@ -160,10 +160,15 @@ func (c *calibration) transportTrial(ctx context.Context, r *runner, p Point, di
 	from := float64(meta.ScheduleStartNS-sum.CPU.StartNS) / 1e9
 	machine, process, span := accountSince(sum.CPU, from)
 	// Every packet, data or answer, crosses the switch and one delay line
-	// (the one towards its receiver): what those cost is the lab's.
+	// (the one towards its receiver): what those cost is the lab's, the
+	// delay loop's turns as it counted them.
 	crossing := s.packets * (1 + answers(r.spec.schemeAt(p).Transport.Name(), false))
+	var turns float64
+	if d := sum.Fidelity.DelayLines; d != nil {
+		turns = d.TurnsPerPacket * float64(d.Packets)
+	}
 	lab := costs.RestPct/100*span*float64(sum.CPU.CPUs)*1e9 + (costs.HopUS+costs.DelayPacketUS)*1e3*crossing +
-		costs.DelayWakeUS*1e3*cost.DelayWakes(crossing, time.Duration(span*1e9))
+		costs.DelayTurnUS*1e3*turns
 	s.machineNS = machine - lab
 	s.processNS = process
 	// The processes' time is part of the machine's: a machine figure

@@ -8,6 +8,7 @@ import (
 	"github.com/fabric-emu/fabric/emu"
 	"github.com/fabric-emu/fabric/experiments/cost"
 	"github.com/fabric-emu/fabric/hosts/probe"
+	"github.com/fabric-emu/fabric/tc/delay"
 	"github.com/fabric-emu/fabric/tc/pacer"
 )
 
@@ -27,6 +28,10 @@ type demand struct {
 	// the delay loop's releases come on average over the trial (0
 	// without lines).
 	shortest, gap time.Duration
+	// frames is each line's full frame time, by name, and early the
+	// loop's batching tolerance (cost.DelayTurns).
+	frames map[string]time.Duration
+	early  time.Duration
 }
 
 // route is one host pair's path through a lab: the egress ports it
@@ -126,9 +131,12 @@ func (s *Spec) demandOf(lab *emu.Spec, sc Scheme, sched *Schedule, window time.D
 	if lines := g.Lines(); len(lines) > 0 {
 		d.nodes++
 		d.shortest = lines[0].Delay
+		d.frames = map[string]time.Duration{}
 		for _, l := range lines {
 			d.shortest = min(d.shortest, l.Delay)
+			d.frames[l.Name] = l.FullFrame()
 		}
+		d.early = delay.BatchTolerance(d.shortest)
 	}
 	flows := map[[2]uint16]*flow{}
 	flowOf := func(src, dst uint16) (*flow, error) {
@@ -309,8 +317,12 @@ func (d *demand) tally(flows map[[2]uint16]*flow, answers float64) {
 		}
 	}
 	var released float64
+	for name, ws := range lines {
+		for w, n := range ws {
+			d.windows[w].DelayTurns += cost.DelayTurns(n, d.frames[name], d.early)
+		}
+	}
 	for w := range d.windows {
-		d.windows[w].DelayWakes = cost.DelayWakes(d.windows[w].DelayPackets, d.window)
 		released += d.windows[w].DelayPackets
 	}
 	if released > 0 {

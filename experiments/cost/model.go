@@ -19,7 +19,7 @@ type Window struct {
 	SparsePackets float64
 	HopPackets    float64 // packets, data and answers, times the switches each crosses
 	DelayPackets  float64 // packets times the delay lines each crosses
-	DelayWakes    float64 // the delay loop's wake-ups from idle (DelayWakes)
+	DelayTurns    float64 // the delay loop's turns (DelayTurns)
 	Captured      float64 // packets captured
 	PacerTurns    float64 // turns of the pacers' rate controllers
 }
@@ -89,14 +89,14 @@ func (c Costs) Predict(l Load, cpus int) Prediction {
 		p.MeanPct += pct
 		p.Parts.Transports += 100 * (w.Messages*l.Transport.MessageUS + w.Woken*l.Transport.WakeUS + l.Transport.packetsUS(w)) / capUS
 		p.Parts.Switches += 100 * w.HopPackets * c.HopUS / capUS
-		p.Parts.DelayLines += 100 * (w.DelayPackets*c.DelayPacketUS + w.DelayWakes*c.DelayWakeUS) / capUS
+		p.Parts.DelayLines += 100 * (w.DelayPackets*c.DelayPacketUS + w.DelayTurns*c.DelayTurnUS) / capUS
 		p.Parts.Captures += 100 * w.Captured * c.CaptureUS / capUS
 		p.Parts.Pacers += 100 * w.PacerTurns * c.PacerTurnUS / capUS
 		p.PeakPct = max(p.PeakPct, pct)
 		if 100-pct-c.StealPct < cpustat.SaturatedIdlePct {
 			saturated++
 		}
-		loop := w.DelayPackets*(c.LoopPacketUS+c.VerdictUS) + w.DelayWakes*c.LoopWakeUS
+		loop := w.DelayPackets*(c.LoopPacketUS+c.VerdictUS) + w.DelayTurns*c.LoopTurnUS
 		p.LoopPeakPct = max(p.LoopPeakPct, 100*loop/(float64(l.Window)/1e3))
 	}
 	k := float64(len(l.Windows))
@@ -111,10 +111,10 @@ func (c Costs) Predict(l Load, cpus int) Prediction {
 // aside.
 func (c Costs) WindowUS(w Window, t Transport) float64 {
 	return w.Messages*t.MessageUS + w.Woken*t.WakeUS + t.packetsUS(w) + w.HopPackets*c.HopUS +
-		w.DelayPackets*c.DelayPacketUS + w.DelayWakes*c.DelayWakeUS + w.Captured*c.CaptureUS + w.PacerTurns*c.PacerTurnUS
+		w.DelayPackets*c.DelayPacketUS + w.DelayTurns*c.DelayTurnUS + w.Captured*c.CaptureUS + w.PacerTurns*c.PacerTurnUS
 }
 
 // LoopPacketCost is what one packet costs the delay loop's thread when
 // packets are far enough apart that each wakes it: its own work, its
 // verdict's forwarding and a wake-up, µs.
-func (c Costs) LoopPacketCost() float64 { return c.LoopPacketUS + c.VerdictUS + c.LoopWakeUS }
+func (c Costs) LoopPacketCost() float64 { return c.LoopPacketUS + c.VerdictUS + c.LoopTurnUS }

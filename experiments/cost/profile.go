@@ -9,7 +9,6 @@ package cost
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,17 +48,17 @@ type Costs struct {
 	// egress port (HTB and the eBPF marker).
 	HopUS float64 `json:"hop_us" yaml:"hop_us"`
 	// DelayPacketUS is one packet through one delay line besides its
-	// share of a wake-up: the kernel queueing it to the loop, the loop's
+	// share of a turn: the kernel queueing it to the loop, the loop's
 	// work on it and the verdict that forwards it on. LoopPacketUS and
 	// VerdictUS are the parts on the loop's thread.
 	DelayPacketUS float64 `json:"delay_packet_us" yaml:"delay_packet_us"`
 	LoopPacketUS  float64 `json:"loop_packet_us" yaml:"loop_packet_us"`
 	VerdictUS     float64 `json:"verdict_us" yaml:"verdict_us"`
-	// DelayWakeUS is one wake-up of the delay loop from idle, the CPU its
-	// released packets are steered to woken too; LoopWakeUS is the part on
-	// the loop's thread.
-	DelayWakeUS float64 `json:"delay_wake_us" yaml:"delay_wake_us"`
-	LoopWakeUS  float64 `json:"loop_wake_us" yaml:"loop_wake_us"`
+	// DelayTurnUS is one turn of the delay loop (a wake-up, or a spin to a
+	// release too near for its timer), the CPU its released packets are
+	// steered to woken too; LoopTurnUS is the part on the loop's thread.
+	DelayTurnUS float64 `json:"delay_turn_us" yaml:"delay_turn_us"`
+	LoopTurnUS  float64 `json:"loop_turn_us" yaml:"loop_turn_us"`
 	// CaptureUS is one captured packet: the kernel's copy into the ring
 	// and the capture's loop writing it out.
 	CaptureUS float64 `json:"capture_us" yaml:"capture_us"`
@@ -282,22 +281,17 @@ func (p *Profile) String() string {
 		strings.TrimSpace(p.CPUModel), p.Kernel, p.Fabric)
 }
 
-// DelayIdleGap is how far apart a delay line's releases must be for its
-// loop's CPU to go idle in between: a release due sooner is reached by a
-// short sleep or a spin (tc/delay spins at most 20 µs), while a longer
-// sleep halts the virtual CPU, whose wake-up costs a trap to the
-// hypervisor and back. The calibration's wake-up cost is that of such a
-// wake-up.
-const DelayIdleGap = 100 * time.Microsecond
-
-// DelayWakes is how many of n releases spread evenly over d wake the
-// delay loop from idle: those whose gap from the one before exceeds
-// DelayIdleGap, counting the gaps as those of random (Poisson) arrivals
-// of the same mean.
-func DelayWakes(n float64, d time.Duration) float64 {
+// DelayTurns is how many turns the delay loop takes to release n packets
+// of one line whose packets leave at least frame apart (a full frame's
+// time on its link): a turn releases every packet due within early
+// (delay.BatchTolerance) of the first, so a burst's packets share turns
+// when frames are shorter than early, and packets further apart take one
+// each. Each turn costs a wake-up or a spin of about the same CPU (the
+// loop spins to a release due sooner than its timer can be trusted,
+// tc/delay). Packets of different lines are taken not to share turns.
+func DelayTurns(n float64, frame, early time.Duration) float64 {
 	if n <= 0 {
 		return 0
 	}
-	gap := float64(d) / n
-	return n * math.Exp(-float64(DelayIdleGap)/gap)
+	return n / (1 + float64(early)/float64(max(frame, 1)))
 }

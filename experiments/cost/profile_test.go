@@ -114,17 +114,22 @@ func TestSparsePacketsCostTheirOwn(t *testing.T) {
 	}
 }
 
-// Releases further apart than DelayIdleGap wake the loop; those closer
-// share it, counted as gaps of random arrivals.
-func TestDelayWakes(t *testing.T) {
-	if got := DelayWakes(1000, time.Second); math.Abs(got-1000*math.Exp(-0.1)) > 1e-9 {
-		t.Errorf("1 ms apart: %g wake-ups of 1000", got)
+// A line's packets further apart than the loop's batching tolerance take
+// a turn each; a burst of frames shorter than it shares turns, one per
+// tolerance's worth of frames.
+func TestDelayTurns(t *testing.T) {
+	early := 10 * time.Microsecond
+	if got := DelayTurns(1000, 121*time.Microsecond, early); got < 900 || got > 1000 {
+		t.Errorf("frames 121 µs apart: %g turns for 1000 packets, want about one each", got)
 	}
-	if got := DelayWakes(100000, time.Second); got > 100000*math.Exp(-9) {
-		t.Errorf("10 µs apart: %g wake-ups of 100000", got)
+	if got := DelayTurns(1000, 1200*time.Nanosecond, early); math.Abs(got-1000/(1+10/1.2)) > 1e-9 {
+		t.Errorf("frames 1.2 µs apart: %g turns for 1000 packets, want %g", got, 1000/(1+10/1.2))
 	}
-	if DelayWakes(0, time.Second) != 0 {
-		t.Error("no packets, some wake-ups")
+	if got := DelayTurns(1000, early, early); got != 500 {
+		t.Errorf("frames one tolerance apart: %g turns for 1000 packets, want 500 (two a turn)", got)
+	}
+	if DelayTurns(0, early, early) != 0 {
+		t.Error("no packets, some turns")
 	}
 }
 
