@@ -44,8 +44,8 @@ func BenchmarkDelayLineCapacity(b *testing.B) {
 
 // BenchmarkDelayLineCost: the same line at 10, 20 and 50 kpps, what its
 // loop costs per packet apart from the forwarding its verdicts carry: the
-// loop's thread CPU (LoopCPU) less the time it spent in verdict system
-// calls (VerdictTime), in which the kernel carries each released packet
+// loop's thread CPU less the time it spent in verdict system calls (both
+// from delay.Use), in which the kernel carries each released packet
 // on through the lab; both per packet, with the line's p99 lateness and
 // the machine's steal. Targets: the loop's own ≤ 10 µs a packet, and
 // ≤ 50 µs p99 lateness at 20 kpps.

@@ -259,9 +259,10 @@ func TestWireRestsWhenIdle(t *testing.T) {
 	lab := emutest.Up(t, "name: t11idle\ntopology: {kind: star, hosts: 2}\nlinks: {delay: 1ms}\n")
 	w := lab.DelayLoop()
 	time.Sleep(200 * time.Millisecond) // let the lab's own start-up traffic pass
-	st0, turns0, cpu0 := wireStats(t, lab), w.Turns(), loopCPU(t, lab)
+	st0, use0 := wireStats(t, lab), loopUse(t, w)
 	time.Sleep(time.Second)
-	turns, cpu := w.Turns()-turns0, loopCPU(t, lab)-cpu0
+	use := loopUse(t, w).Since(use0)
+	turns, cpu := use.Turns, use.CPU
 	packets := wireStats(t, lab).Since(st0).Totals().Packets
 	t.Logf("idle second: %d turns for %d packets, %v of loop CPU", turns, packets, cpu)
 	if turns > 4*packets {
@@ -278,13 +279,13 @@ func wireStats(t *testing.T, lab *emu.Lab) delay.Stats {
 	return st
 }
 
-func loopCPU(t *testing.T, lab *emu.Lab) time.Duration {
+func loopUse(t *testing.T, w *delay.Loop) delay.Use {
 	t.Helper()
-	c, err := lab.DelayLoop().LoopCPU()
+	u, err := w.Use()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return u
 }
 
 // backlogDrops is snmp.BacklogDrops, fatal on error.

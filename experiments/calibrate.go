@@ -353,15 +353,14 @@ func (m *labMeasure) delayLine(ctx context.Context, plain phaseUse, out *cost.Co
 	if err != nil {
 		return err
 	}
-	turns := func(u phaseUse) float64 { return float64(u.turns) }
-	a, b := solve2(float64(burst.packets), turns(burst), burst.loopNS-burst.verdNS,
-		float64(spread.packets), turns(spread), spread.loopNS-spread.verdNS)
+	a, b := solve2(float64(burst.packets), float64(burst.turns), burst.loopNS-burst.verdNS,
+		float64(spread.packets), float64(spread.turns), spread.loopNS-spread.verdNS)
 	out.LoopPacketUS, out.LoopTurnUS = a/1e3, b/1e3
 	out.VerdictUS = (burst.verdNS + spread.verdNS) / float64(max(burst.packets+spread.packets, 1)) / 1e3
 	extra := func(with, without phaseUse) float64 {
 		return with.busyNS - without.busyNS*float64(with.packets)/float64(max(without.packets, 1))
 	}
-	a, b = solve2(float64(burst.packets), turns(burst), extra(burst, plain), float64(spread.packets), turns(spread), extra(spread, plainSpread))
+	a, b = solve2(float64(burst.packets), float64(burst.turns), extra(burst, plain), float64(spread.packets), float64(spread.turns), extra(spread, plainSpread))
 	out.DelayPacketUS = max(a/1e3, out.LoopPacketUS+out.VerdictUS)
 	out.DelayTurnUS = max(b/1e3, out.LoopTurnUS)
 	return nil

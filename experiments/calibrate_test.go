@@ -17,9 +17,9 @@ import (
 // A short calibration measures the lab's costs and leaves nothing behind.
 // The delay loop's and the pacers' figures come from their threads' exact
 // CPU time and cannot be zero once they have carried packets or turned,
-// nor can a hop's (it has a floor) or a node's build; the timer's p99 cannot be below its p50. (A
-// capture's loop is counted in 10 ms ticks, which a short phase's
-// thousands of packets need not reach.)
+// nor can a hop's (it has a floor) or a node's build; the timer's p99
+// cannot be below its p50. (A capture's loop is counted in 10 ms ticks,
+// which a short phase's thousands of packets need not reach.)
 func TestShortCalibration(t *testing.T) {
 	testenv.RequireRoot(t)
 	prefix := emutest.Prefix(t, "k")

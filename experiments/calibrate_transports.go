@@ -161,7 +161,8 @@ func (c *calibration) transportTrial(ctx context.Context, r *runner, p Point, di
 	machine, process, span := accountSince(sum.CPU, from)
 	// Every packet, data or answer, crosses the switch and one delay line
 	// (the one towards its receiver): what those cost is the lab's, the
-	// delay loop's turns as it counted them.
+	// delay loop's turns as it counted them (per packet released, times
+	// the packets that arrived: the same, on these lossless, drained lines).
 	crossing := s.packets * (1 + answers(r.spec.schemeAt(p).Transport.Name(), false))
 	var turns float64
 	if d := sum.Fidelity.DelayLines; d != nil {

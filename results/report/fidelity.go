@@ -245,12 +245,12 @@ type DelayFidelity struct {
 	LoopCPUPerPacketUS float64 `json:"loop_cpu_per_packet_us"`
 	// VerdictUSPerPacket is the part of it spent in verdicts, the kernel
 	// forwarding each released packet on (and whatever that packet sets
-	// off on the same CPU); TurnsPerPacket is the loop's wake-ups per
-	// packet. The rest of the CPU is the loop's own: its wake-ups, spins
-	// and bookkeeping.
+	// off on the same CPU); TurnsPerPacket is the loop's turns (each a
+	// wake-up or a spin to a release) per packet. The rest of the CPU is
+	// the loop's own: its wake-ups, spins and bookkeeping.
 	VerdictUSPerPacket float64 `json:"verdict_us_per_packet,omitempty"`
 	TurnsPerPacket     float64 `json:"turns_per_packet,omitempty"`
-	// LoopCPUStealPct is the share of the lines' CPU (delay.LoopCPU) that
+	// LoopCPUStealPct is the share of the lines' CPU (delay.LoopCPU, the CPU they run on) that
 	// the hypervisor took during the traffic: while it runs something
 	// else there, every release due meanwhile is late. -1: unknown (the
 	// lines may run on any CPU).

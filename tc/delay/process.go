@@ -71,13 +71,11 @@ type childConfig struct {
 
 // The questions the handle asks.
 const (
-	opStats   = "stats"
-	opCPU     = "cpu"
-	opVerdict = "verdict"
-	opTurns   = "turns"
-	opMargin  = "margin"
-	opErr     = "err"
-	opStop    = "stop"
+	opStats  = "stats"
+	opUse    = "use"
+	opMargin = "margin"
+	opErr    = "err"
+	opStop   = "stop"
 )
 
 type request struct{ Op string }
@@ -85,8 +83,8 @@ type request struct{ Op string }
 type reply struct {
 	Err   string     `json:",omitempty"`
 	Stats *wireStats `json:",omitempty"`
+	Use   *Use       `json:",omitempty"`
 	NS    int64      `json:",omitempty"`
-	N     uint64     `json:",omitempty"`
 }
 
 // wireStats is Stats on the socket, the histogram's empty buckets left out.
@@ -213,44 +211,27 @@ func (w *Loop) Stats() (Stats, error) {
 	return s, err
 }
 
-// LoopCPU is the CPU time the loop's thread has used (user and system):
-// what the delay lines cost this machine, the child's other threads (its
-// runtime, its answers) left out.
-func (w *Loop) LoopCPU() (time.Duration, error) {
-	r, err := w.ask(opCPU)
-	if err == nil && r.Err != "" {
-		err = errors.New(r.Err)
-	}
-	return time.Duration(r.NS), err
-}
-
-// VerdictTime is how long the loop has spent in its verdicts' system
-// calls: on its thread, which never yields there, that is CPU time, and
-// most of it is the kernel forwarding the released packets. LoopCPU less
-// it is the loop's own cost. 0 once the child is gone.
-func (w *Loop) VerdictTime() time.Duration {
-	r, _ := w.ask(opVerdict)
-	return time.Duration(r.NS)
-}
-
-// Turns counts the loop's turns (each a wake-up) since it started.
-func (w *Loop) Turns() uint64 {
-	r, _ := w.ask(opTurns)
-	return r.N
-}
-
-// Use is what the loop's thread has used: its CPU, the part of it spent in
-// verdicts (the kernel forwarding the released packets on, in the
-// thread's own system calls) and its turns, each a wake-up.
+// Use is what the loop's thread has used: its CPU (user and system, what
+// the delay lines cost this machine, the child's other threads left out),
+// the part of it spent in verdicts' system calls (on its thread, which
+// never yields there, that is CPU time, and most of it is the kernel
+// forwarding the released packets; the rest is the loop's own) and its
+// turns, each a wake-up or a spin to a release.
 type Use struct {
 	CPU, Verdict time.Duration
 	Turns        uint64
 }
 
-// Use reads the loop's use since it started.
+// Use reads the loop's use since it started, in one question to the child.
 func (w *Loop) Use() (Use, error) {
-	cpu, err := w.LoopCPU()
-	return Use{CPU: cpu, Verdict: w.VerdictTime(), Turns: w.Turns()}, err
+	r, err := w.ask(opUse)
+	if err == nil && r.Err != "" {
+		err = errors.New(r.Err)
+	}
+	if r.Use == nil {
+		return Use{}, err
+	}
+	return *r.Use, err
 }
 
 // Since is what the loop used between an earlier reading and u.
@@ -339,13 +320,9 @@ func serveChild(conn *os.File) int {
 		case opStats:
 			s, err := w.Stats()
 			r = reply{Stats: toWire(s), Err: errText(err)}
-		case opCPU:
+		case opUse:
 			d, err := w.LoopCPU()
-			r = reply{NS: int64(d), Err: errText(err)}
-		case opVerdict:
-			r.NS = int64(w.VerdictTime())
-		case opTurns:
-			r.N = w.Turns()
+			r = reply{Use: &Use{CPU: d, Verdict: w.VerdictTime(), Turns: w.Turns()}, Err: errText(err)}
 		case opMargin:
 			r.NS = int64(w.Margin())
 		case opErr:

@@ -56,10 +56,11 @@ func TestLinesRunInAChildOfTheirOwn(t *testing.T) {
 	if !slices.Contains(cpustat.Helpers(), pid) || !Running() {
 		t.Fatalf("the lines' process is not counted as the delay lines' (helpers %v, running %v)", cpustat.Helpers(), Running())
 	}
-	loop, err := w.LoopCPU()
+	use, err := w.Use()
 	if err != nil {
 		t.Fatal(err)
 	}
+	loop := use.CPU
 	// The whole process is at least its loop's thread, and more than
 	// nothing: starting a Go program takes CPU.
 	if whole := cpustat.LoopTimes()[cpustat.DelayLines] / cpustat.TicksPerSecond; whole <= 0 || whole < loop.Seconds() {
